@@ -1,0 +1,1 @@
+"""The group coordinator as logic: requests and `now_ms` in; responses, records, deadlines out."""

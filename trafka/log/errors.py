@@ -1,0 +1,29 @@
+"""Errors raised by the log engine.
+
+Every decoder in `log/` raises only `CorruptRecordError` (or a subclass) on bad input, so a
+caller can map it to Kafka's CORRUPT_MESSAGE / INVALID_RECORD without catching everything.
+"""
+
+
+class LogError(Exception):
+    """Base class of the log engine's errors."""
+
+
+class CorruptRecordError(LogError):
+    """Bytes that are not a valid record batch or message set (bad size, magic or CRC)."""
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A well-framed batch whose content breaks a rule (Kafka's INVALID_RECORD)."""
+
+
+class RecordTooLargeError(LogError):
+    """A batch larger than `max.message.bytes` (Kafka's MESSAGE_TOO_LARGE)."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read below the log start offset or above the log end offset."""
+
+
+class LogDirFailedError(LogError):
+    """A log directory that could not be read or written (Kafka's KAFKA_STORAGE_ERROR)."""

@@ -1,0 +1,1 @@
+"""Kafka wire protocol: trio server and client, framing, request/response headers, codecs."""

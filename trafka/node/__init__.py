@@ -1,0 +1,1 @@
+"""The composition root: broker, controller, replica manager, one module per Kafka API."""

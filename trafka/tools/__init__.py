@@ -1,0 +1,1 @@
+"""Command lines: `knode` (run a node) and `ktool` (administer a cluster, inspect logs)."""
