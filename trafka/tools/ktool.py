@@ -1,0 +1,28 @@
+"""`ktool`: administer a trafka (or Kafka) cluster and inspect log files.
+
+Each command group lives in its own module under `trafka/tools/` and is registered here with
+one line. Errors are printed as one line on stderr with a non-zero exit code, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="ktool",
+    help="Administer a trafka cluster: topics, quorum, reassignment, groups, logs, audit.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command registrations (one line per command module):
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
