@@ -1,0 +1,193 @@
+"""PySpark Python data source over Kafka log segments: `spark.read.format("trafka_log")`.
+
+    df = (spark.read.format("trafka_log")
+          .option("paths", "/data/b1,/data/b2")     # log dirs (or .load("/data/b1"))
+          .option("splitBytes", str(32 << 20))      # input partition size (optional)
+          .option("topics", "orders,payments")      # prune by topic (optional)
+          .load())
+
+One or more input partitions per segment: byte ranges cut at batch boundaries
+(`trafka.spark.logdir.split_segment`), decoded in the workers by `trafka.spark.columns`
+into Arrow batches of exactly `LOG_SCHEMA`. The broker column comes from each log dir's
+meta.properties (-1 if there is none).
+
+Filter pushdown (needs `spark.sql.python.filterPushdown.enabled=true`, which
+`trafka.spark.session.build_session` sets): `topic`, `partition`, `broker` (=, IN) prune
+input partitions; `offset` (=, <, <=, >, >=) and `timestamp` (>, >=) skip whole batches
+without decoding them. Every filter is still returned to Spark, which re-applies it to the
+rows, so pruning can only ever be an optimisation.
+
+Not implemented: column pruning (every column is decoded), the time index for timestamp
+pruning, streaming reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from trafka.spark.columns import LOG_SCHEMA_DDL, OffsetBounds, decode_range_to_arrow
+from trafka.spark.logdir import (
+    DEFAULT_SPLIT_BYTES,
+    ByteRange,
+    list_segments,
+    open_log_dir,
+    split_segment,
+)
+
+SOURCE_NAME = "trafka_log"
+
+_TIMESTAMP_SLACK_MS = 24 * 3600 * 1000
+"""Timestamp pruning keeps a day of slack: naive datetimes' time zone is not known here."""
+
+
+def parse_paths(options: dict[str, str]) -> list[str]:
+    raw = options.get("paths") or options.get("path") or ""
+    paths = [p.strip() for p in raw.split(",") if p.strip()]
+    if not paths:
+        raise ValueError("trafka_log needs option 'paths' (comma-separated log dirs)")
+    return paths
+
+
+@dataclass(slots=True)
+class PushedFilters:
+    """What the reader learned from Spark's filters (all of them are returned to Spark)."""
+
+    topics: set[str] | None = None
+    partitions: set[int] | None = None
+    brokers: set[int] | None = None
+    offset_min: int | None = None
+    offset_max: int | None = None
+    timestamp_min_ms: int | None = None
+    seen: list[str] = field(default_factory=list)
+
+    def bounds(self) -> OffsetBounds:
+        return OffsetBounds(self.offset_min, self.offset_max, self.timestamp_min_ms)
+
+    def admits(self, topic: str, partition: int, broker: int) -> bool:
+        return (
+            (self.topics is None or topic in self.topics)
+            and (self.partitions is None or partition in self.partitions)
+            and (self.brokers is None or broker in self.brokers)
+        )
+
+    def add(self, item: Filter) -> None:
+        attribute: tuple[str, ...] = getattr(item, "attribute", ())
+        column = attribute[0] if len(attribute) == 1 else None
+        if not hasattr(item, "value"):
+            return
+        if isinstance(item, EqualTo | In):
+            values = (item.value,) if isinstance(item, EqualTo) else tuple(item.value)
+            self._add_membership(column, values)
+        if column == "offset" and isinstance(item.value, int):
+            self._add_offset_bound(item, item.value)
+        if column == "timestamp" and isinstance(item, GreaterThan | GreaterThanOrEqual):
+            self._add_timestamp_bound(item.value)
+
+    def _add_membership(self, column: str | None, values: Sequence[Any]) -> None:
+        if column == "topic" and all(isinstance(v, str) for v in values):
+            new_topics = {str(v) for v in values}
+            self.topics = new_topics if self.topics is None else self.topics & new_topics
+            self.seen.append(f"topic in {sorted(new_topics)}")
+        elif column in ("partition", "broker") and all(isinstance(v, int) for v in values):
+            ints = {int(v) for v in values}
+            if column == "partition":
+                self.partitions = ints if self.partitions is None else self.partitions & ints
+            else:
+                self.brokers = ints if self.brokers is None else self.brokers & ints
+            self.seen.append(f"{column} in {sorted(ints)}")
+
+    def _add_offset_bound(self, item: Filter, value: int) -> None:
+        if isinstance(item, EqualTo | GreaterThan | GreaterThanOrEqual):
+            low = value + 1 if isinstance(item, GreaterThan) else value
+            self.offset_min = low if self.offset_min is None else max(self.offset_min, low)
+        if isinstance(item, EqualTo | LessThan | LessThanOrEqual):
+            high = value - 1 if isinstance(item, LessThan) else value
+            self.offset_max = high if self.offset_max is None else min(self.offset_max, high)
+
+    def _add_timestamp_bound(self, value: Any) -> None:
+        if not isinstance(value, datetime.datetime):
+            return
+        low_ms = int(value.timestamp() * 1000) - _TIMESTAMP_SLACK_MS
+        current = self.timestamp_min_ms
+        self.timestamp_min_ms = low_ms if current is None else max(current, low_ms)
+
+
+class SegmentRangePartition(InputPartition):
+    """One byte range of one segment (picklable; sent to a worker)."""
+
+    def __init__(self, byte_range: ByteRange, bounds: OffsetBounds) -> None:
+        super().__init__(byte_range)
+        self.byte_range = byte_range
+        self.bounds = bounds
+
+
+class LogSegmentReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.paths = parse_paths(options)
+        self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
+        topics = options.get("topics")
+        self.option_topics = (
+            frozenset(t.strip() for t in topics.split(",") if t.strip()) if topics else None
+        )
+        self.pushed = PushedFilters()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for item in filters:
+            self.pushed.add(item)
+        return filters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        log_dirs = [open_log_dir(path) for path in self.paths]
+        topics = self.option_topics
+        if self.pushed.topics is not None:
+            topics = (
+                frozenset(self.pushed.topics) if topics is None else topics & self.pushed.topics
+            )
+        bounds = self.pushed.bounds()
+        ranges: list[InputPartition] = []
+        for segment in list_segments(log_dirs, topics):
+            if not self.pushed.admits(segment.topic, segment.partition, int(segment.broker)):
+                continue
+            for byte_range in split_segment(segment, self.split_bytes):
+                ranges.append(SegmentRangePartition(byte_range, bounds))
+        if not ranges:
+            # Spark needs at least one partition; an empty range yields no rows.
+            return [InputPartition(None)]
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SegmentRangePartition):
+            return iter(())
+        return decode_range_to_arrow(partition.byte_range, partition.bounds)
+
+
+class LogSegmentDataSource(DataSource):
+    """`format("trafka_log")`: the records of Kafka log dirs, one row per record."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return LOG_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LogSegmentReader(dict(self.options))
