@@ -1,0 +1,38 @@
+"""Named ids of the replication and controller cores (STYLE 9).
+
+Sentinels are Kafka's: a partition without a leader has leader -1 (`NO_LEADER`, REP-32,
+CTL-42); a partition of a topic being deleted is announced with leader -2
+(`LEADER_DURING_DELETE`, Kafka's `LeaderAndIsr.LeaderDuringDelete`); an unknown epoch or
+offset in OffsetForLeaderEpoch answers is -1 (`UNDEFINED_EPOCH`, `UNDEFINED_EPOCH_OFFSET`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NewType
+
+BrokerId = NewType("BrokerId", int)
+LeaderEpoch = NewType("LeaderEpoch", int)
+Offset = NewType("Offset", int)
+ControllerEpoch = NewType("ControllerEpoch", int)
+ZkVersion = NewType("ZkVersion", int)
+"""A znode's data version (ZooKeeper's `stat.version`); -1 means "must not exist"."""
+
+NO_LEADER = BrokerId(-1)
+LEADER_DURING_DELETE = BrokerId(-2)
+UNDEFINED_EPOCH = LeaderEpoch(-1)
+UNDEFINED_EPOCH_OFFSET = Offset(-1)
+INITIAL_LEADER_EPOCH = LeaderEpoch(0)
+INITIAL_CONTROLLER_EPOCH = ControllerEpoch(0)
+NO_VERSION = ZkVersion(-1)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """A partition of a topic, e.g. `orders-0`."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
