@@ -884,7 +884,11 @@ class ZNodeTree:
         session_id = txn.zxid  # unique, and the same on every replica
         self._sessions[session_id] = _Session(session_id, timeout_ms, op.owner, txn.zxid)
         sessions = self._sessions
-        txn.undo.append(lambda: sessions.pop(session_id, None))
+
+        def undo_open() -> None:
+            sessions.pop(session_id, None)
+
+        txn.undo.append(undo_open)
         return SessionResult(session_id, timeout_ms)
 
     def _end_session(self, txn: _Txn, session_id: int, *, expired: bool) -> None:
