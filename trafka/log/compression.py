@@ -33,8 +33,9 @@ Bounded decompression: every decoder stops and raises `CorruptRecordError` as so
 output would exceed `max_output_bytes`, so a small "zip bomb" batch cannot exhaust memory.
 Every decode failure, whatever the codec library raises, becomes `CorruptRecordError`.
 
-Not implemented: the broken LZ4 header checksum of Kafka 0.8/0.9 (magic 0) producers
-(KAFKA-3160); such frames fail with `CorruptRecordError`.
+Magic 0 LZ4: Kafka 0.8/0.9 producers computed the frame's header checksum over the wrong
+bytes (KAFKA-3160), so Kafka ignores that checksum for magic 0; `relax_lz4_header_checksum`
+rewrites it to the correct value before decoding such a wrapper.
 """
 
 from __future__ import annotations
@@ -225,6 +226,57 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, limit: int) -> bytes:
             raise CorruptRecordError("lz4 frame ends before its end mark")
         pending = decompressor.unused_data or b""
     return b"".join(chunks)
+
+
+_XXH_PRIME1 = 2654435761
+_XXH_PRIME2 = 2246822519
+_XXH_PRIME3 = 3266489917
+_XXH_PRIME4 = 668265263
+_XXH_PRIME5 = 374761393
+_MASK32 = 0xFFFFFFFF
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def _rotate_left32(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK32
+
+
+def _xxh32_short(data: bytes) -> int:
+    """XXH32 with seed 0 of fewer than 16 bytes (an LZ4 frame descriptor is at most 14)."""
+    assert len(data) < 16
+    value = (_XXH_PRIME5 + len(data)) & _MASK32
+    pos = 0
+    while pos + 4 <= len(data):
+        word = int.from_bytes(data[pos : pos + 4], "little")
+        value = (value + word * _XXH_PRIME3) & _MASK32
+        value = (_rotate_left32(value, 17) * _XXH_PRIME4) & _MASK32
+        pos += 4
+    for byte in data[pos:]:
+        value = (value + byte * _XXH_PRIME5) & _MASK32
+        value = (_rotate_left32(value, 11) * _XXH_PRIME1) & _MASK32
+    value ^= value >> 15
+    value = (value * _XXH_PRIME2) & _MASK32
+    value ^= value >> 13
+    value = (value * _XXH_PRIME3) & _MASK32
+    value ^= value >> 16
+    return value
+
+
+def relax_lz4_header_checksum(frame: bytes) -> bytes:
+    """`frame` with its header checksum byte recomputed (KAFKA-3160, magic 0 only).
+
+    Frame header: magic (4), FLG (1), BD (1), [content size (8) if FLG bit 3],
+    [dictionary id (4) if FLG bit 0], HC (1) = second byte of XXH32(FLG..before HC).
+    Anything that is not an LZ4 frame is returned unchanged (decoding then fails).
+    """
+    if len(frame) < 7 or not frame.startswith(_LZ4_MAGIC):
+        return frame
+    flags = frame[4]
+    checksum_at = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    if len(frame) <= checksum_at:
+        return frame
+    checksum = (_xxh32_short(frame[4:checksum_at]) >> 8) & 0xFF
+    return frame[:checksum_at] + bytes([checksum]) + frame[checksum_at + 1 :]
 
 
 def _zstd_decompress(data: bytes | bytearray | memoryview, limit: int) -> bytes:

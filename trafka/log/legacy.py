@@ -37,7 +37,8 @@ timestamp, max_timestamp = the shallow message's timestamp (-1 for magic 0), pro
 fields -1, records_count = number of records.
 
 Not implemented: writing v0/v1 (trafka always writes v2; down-conversion for old fetchers is
-not offered), and the broken LZ4 frame checksum of 0.8/0.9 producers (KAFKA-3160).
+not offered). Magic 0 LZ4 wrappers from 0.8/0.9 producers carry a wrong frame header
+checksum (KAFKA-3160); like Kafka we ignore it (`relax_lz4_header_checksum`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ from trafka.log.batch import (
     BatchHeader,
     CompressionType,
 )
-from trafka.log.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_from_attributes, decompress
+from trafka.log.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    codec_from_attributes,
+    decompress,
+    relax_lz4_header_checksum,
+)
 from trafka.log.errors import CorruptRecordError
 from trafka.log.records import Record, RecordBatch
 
@@ -178,7 +184,10 @@ def _inner_records(
 ) -> tuple[Record, ...]:
     if wrapper.value is None:
         raise CorruptRecordError(f"compressed message at {pos} has a null value")
-    inner_set = decompress(codec, wrapper.value, max_output_bytes=limit)
+    value = wrapper.value
+    if wrapper.magic == 0 and codec is CompressionType.LZ4:
+        value = relax_lz4_header_checksum(value)  # KAFKA-3160: Kafka ignores it for magic 0
+    inner_set = decompress(codec, value, max_output_bytes=limit)
     inner: list[LegacyMessage] = []
     cursor = 0
     while cursor < len(inner_set):
