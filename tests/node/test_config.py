@@ -1,0 +1,78 @@
+"""BrokerConfig: Kafka's names and defaults, layering, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trafka.node.config import (
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    parse_properties,
+)
+
+
+def test_embedded_defaults_for_a_single_node() -> None:
+    config = BrokerConfig.build(3)
+    assert [listener.uri() for listener in config.listeners] == ["PLAINTEXT://localhost:9092"]
+    assert config.log_dirs == [Path("data") / "node-3"]
+    assert [(v.node_id, v.host, v.port) for v in config.quorum_voters] == [(3, "localhost", 9093)]
+    assert config.get_int("num.partitions") == 1
+    assert config.get_int("message.max.bytes") == 1048588
+    assert config.get_int("offsets.topic.num.partitions") == 50
+    assert config.get_int("group.initial.rebalance.delay.ms") == 3000
+    assert config.get_bool("auto.create.topics.enable") is True
+    assert config.get_bool("unclean.leader.election.enable") is False
+    assert config.log_retention_ms == 168 * 3600 * 1000
+
+
+def test_properties_then_set_overrides_and_sources() -> None:
+    properties = parse_properties(
+        "# comment\nnum.partitions=4\nlog.retention.hours = 1\nlisteners: PLAINTEXT://127.0.0.1:1\n"
+    )
+    config = BrokerConfig.build(1, properties, ["num.partitions=6", "log.retention.ms=5000"])
+    assert config.get_int("num.partitions") == 6
+    assert config.source("num.partitions") is ConfigSource.STATIC_BROKER_CONFIG
+    assert config.source("num.io.threads") is ConfigSource.DEFAULT_CONFIG
+    assert config.log_retention_ms == 5000  # ms wins over hours
+    assert config.topic_defaults()["retention.ms"] == "5000"
+    assert config.listeners[0].port == 1
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("no.such.key=1", "unknown configuration 'no.such.key'"),
+        ("num.partitions=abc", "invalid value 'abc' for configuration num.partitions"),
+        ("num.partitions=0", "value must be at least 1"),
+        ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
+        ("listeners=PLAINTEXT:/x", "expected NAME://host:port"),
+        ("listeners=SSL://localhost:9093", "only PLAINTEXT"),
+        ("controller.quorum.voters=2@localhost:9093", "node 1 is not a voter"),
+        ("novalue", "expected key=value"),
+    ],
+)
+def test_bad_keys_and_values_give_one_line_errors(override: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        BrokerConfig.build(1, {}, [override])
+    message = str(caught.value)
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_missing_node_id_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"node\.id"):
+        BrokerConfig.build(None)
+
+
+def test_topic_synonyms_name_the_broker_key() -> None:
+    config = BrokerConfig.build(1, {}, ["log.retention.hours=2"])
+    assert config.topic_synonym("retention.ms") == (
+        "log.retention.hours",
+        "2",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    default = BrokerConfig.build(1).topic_synonym("max.message.bytes")
+    assert default == ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)

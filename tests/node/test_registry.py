@@ -1,0 +1,88 @@
+"""The handler registry and ApiVersions derived from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafka.net import codec, protocol
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import load_all
+
+
+def test_every_handler_has_a_docstring_naming_its_range() -> None:
+    registry = load_all()
+    for handler in registry.handlers():
+        module = __import__(handler.module, fromlist=["_"])
+        doc = module.__doc__ or ""
+        assert doc.startswith(f"{handler.name} v"), handler.module
+
+
+def test_advertised_ranges_have_schemas_and_look_like_kafka_3() -> None:
+    registry = load_all()
+    versions = {key: (low, high) for key, low, high in registry.supported_versions()}
+    # kafka-python infers (3, 0) from ListOffsets v7 and needs Metadata >= 4, Produce >= 3
+    assert versions[2][1] == 7
+    assert versions[3][1] >= 5
+    assert versions[0] == (0, 9)
+    assert versions[1][0] <= 4 <= versions[1][1]
+    assert 71 not in versions  # no telemetry advertised
+    supported = protocol.SupportedApis(
+        protocol.ApiVersionRange(h.api_key, h.min_version, h.max_version, h.advertised_min_version)
+        for h in registry.handlers()
+    )
+    assert len(supported) == len(registry.handlers())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_api_versions_response_encodes_with_empty_tags(version: int) -> None:
+    registry = load_all()
+    cls = codec.response_class(18, version)
+    response = build(
+        cls,
+        {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": k, "min_version": lo, "max_version": hi}
+                for k, lo, hi in registry.supported_versions()
+            ],
+            "throttle_time": 0,
+        },
+    )
+    body = codec.encode_response(response)
+    decoded = codec.decode_response(18, version, body)
+    assert {int(a.api_key) for a in decoded.api_keys} == {
+        k for k, _, _ in registry.supported_versions()
+    }
+    if version >= 3:
+        assert body.endswith(b"\x00")  # empty tagged fields (old librdkafka, REFERENCE §6)
+
+
+def test_build_fills_missing_fields_and_converts_wire_types() -> None:
+    request_cls = codec.request_class(0, 9)
+    assert request_cls is not None
+    request = request_cls(
+        transactional_id=None,
+        acks=1,
+        timeout=__import__("datetime").timedelta(seconds=1),
+        topic_data=(),
+    )
+    cls = response_class(request)
+    response = build(
+        cls,
+        {
+            "responses": [
+                {
+                    "name": "t",
+                    "partition_responses": [
+                        {"index": 0, "error_code": 0, "base_offset": 5, "log_append_time": -1}
+                    ],
+                }
+            ],
+            "throttle_time": 0,
+            "not_a_field": 1,
+        },
+    )
+    decoded = codec.decode_response(0, 9, codec.encode_response(response))
+    partition = decoded.responses[0].partition_responses[0]
+    assert int(partition.base_offset) == 5
+    assert partition.log_append_time is None

@@ -1,0 +1,486 @@
+"""The broker: composition root of one node (config, metadata tree, logs, handlers, listener).
+
+Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUNNING):
+
+1. open the metadata tree (`MetadataStore`): the Raft quorum when available, else the
+   single-node file store; read or create `/cluster/id`;
+2. open the log directories (`LogManager`: recovery, checkpoints);
+3. load topics from the tree (`TopicManager.load`), so topics survive restarts;
+4. bind the listeners (a busy port fails start-up with a one-line `StartupError`);
+5. register `/brokers/ids/<id>` (ephemeral, Kafka's registration JSON; re-registered when
+   the session is lost);
+6. serve requests; run log maintenance (retention, flush, checkpoints) periodically in a
+   worker thread.
+
+Shutdown (SIGTERM/SIGINT from knode): stop accepting, cancel request tasks, close the logs
+(flush + checkpoints), close the metadata store (the ephemeral registration goes away).
+
+Not implemented here: controlled shutdown (issue 5 adds it in `trafka.node.controller`),
+multiple log dirs beyond passing them to the LogManager, SSL/SASL listeners.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import random
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.metadata_quorum import znodes
+from trafka.net import protocol
+from trafka.net.headers import RequestHeader
+from trafka.node.config import BrokerConfig, ConfigSource, definition
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.registry import HandlerRegistry, load_all
+from trafka.node.metadata_store import FileMetadataStore, MetadataStore, NodeExists
+from trafka.node.replica_manager import ReplicaManager
+from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
+
+log = logging.getLogger("trafka.node.broker")
+
+MAINTENANCE_INTERVAL_S = 5.0
+
+
+class StartupError(Exception):
+    """A start-up failure with a one-line explanation (busy port, unreadable dir, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One DescribeConfigs entry."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    source: ConfigSource
+    sensitive: bool
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+    config_type: int = 0
+    documentation: str | None = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _generate_cluster_id() -> str:
+    return topic_id_text(uuid.uuid4())
+
+
+class Broker:
+    """One trafka node. `await broker.run(task_status=...)` serves until cancelled."""
+
+    def __init__(self, config: BrokerConfig, *, registry: HandlerRegistry | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.registry = registry or load_all()
+        self.cluster_id = ""
+        self.store: MetadataStore | None = None
+        self.log_manager: Any = None
+        self._topics: TopicManager | None = None
+        self._replica_manager: ReplicaManager | None = None
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.bound_ports: list[int] = []
+        self._rng = random.Random()
+        self._next_producer_id = 0
+        self._producer_id_block_end = -1
+        self._producer_id_lock = trio.Lock()
+
+    # ---- services used by handlers -----------------------------------------------------------
+    @property
+    def topics(self) -> TopicManager:
+        assert self._topics is not None, "broker not started"
+        return self._topics
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        assert self._replica_manager is not None, "broker not started"
+        return self._replica_manager
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [self.brokers[b] for b in sorted(self.brokers)]
+
+    def controller_id(self) -> int:
+        """The active controller; for the single-node slice, this node."""
+        return self.node_id
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool,
+    ) -> TopicState:
+        plan = self.topics.check_create(
+            name,
+            num_partitions,
+            replication_factor,
+            assignments,
+            configs,
+            default_partitions=self.config.get_int("num.partitions"),
+            default_replication_factor=self.config.get_int("default.replication.factor"),
+        )
+        if validate_only:
+            from trafka.node.topics import initial_partition_state
+
+            live = self.live_broker_ids()
+            return TopicState(
+                name,
+                uuid.UUID(int=0),
+                {p: initial_partition_state(p, r, live) for p, r in plan.items()},
+                dict(configs),
+            )
+        state = await self.topics.create(name, plan, configs)
+        for partition in state.partitions:
+            if state.partitions[partition].leader == self.node_id:
+                self.replica_manager.get_or_create_log(name, partition)
+        return state
+
+    async def auto_create_topic(self, name: str) -> TopicState | None:
+        """Metadata auto-creation (auto.create.topics.enable); None when disabled."""
+        if not self.config.get_bool("auto.create.topics.enable"):
+            return None
+        factor = min(self.config.get_int("default.replication.factor"), len(self.brokers) or 1)
+        return await self.create_topic(
+            name, self.config.get_int("num.partitions"), factor, {}, {}, validate_only=False
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.config.get_bool("delete.topic.enable"):
+            raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        state = await self.topics.delete(name)
+        await trio.to_thread.run_sync(
+            self.replica_manager.delete_partition_logs, name, list(state.partitions)
+        )
+
+    async def allocate_producer_id(self) -> int:
+        """A cluster-unique producer id from blocks of 1000 in /latest_producer_id_block."""
+        async with self._producer_id_lock:
+            if self._next_producer_id > self._producer_id_block_end:
+                store = self._require_store()
+                raw = await store.get(znodes.LATEST_PRODUCER_ID_BLOCK)
+                start = 0
+                if raw:
+                    start = znodes.ProducerIdBlock.from_json(raw).block_end + 1
+                block = znodes.ProducerIdBlock(self.node_id, start, start + 999)
+                await store.put(znodes.LATEST_PRODUCER_ID_BLOCK, block.to_json())
+                self._next_producer_id = block.block_start
+                self._producer_id_block_end = block.block_end
+            producer_id = self._next_producer_id
+            self._next_producer_id += 1
+            return producer_id
+
+    # ---- topic configs -----------------------------------------------------------------------
+    def log_config_for(self, topic: str) -> Any:
+        from trafka.log.config import LogConfig
+
+        state = self._topics.get(topic) if self._topics is not None else None
+        overrides = dict(state.configs) if state is not None else {}
+        return LogConfig.from_properties({**self.config.topic_defaults(), **overrides})
+
+    def validate_topic_configs(self, configs: Mapping[str, str]) -> None:
+        from trafka.log.config import LogConfig
+
+        try:
+            LogConfig.from_properties({**self.config.topic_defaults(), **dict(configs)})
+        except (ValueError, KeyError) as error:
+            raise TopicError(ErrorCode.invalid_config, str(error) or "Invalid config") from None
+
+    def describe_topic_configs(
+        self, topic: str, overrides: Mapping[str, str] | None = None
+    ) -> list[ConfigEntry]:
+        """Every topic key with its value and source (DYNAMIC_TOPIC_CONFIG or a broker
+        synonym or the default), Kafka's DescribeConfigs semantics."""
+        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+
+        if overrides is None:
+            state = self.topics.get(topic)
+            overrides = dict(state.configs) if state is not None else {}
+        entries = []
+        for name, (config_type, default, doc) in TOPIC_CONFIG_DEFS.items():
+            synonyms: list[tuple[str, str | None, ConfigSource]] = []
+            if name in overrides:
+                value: str | None = overrides[name]
+                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+                synonyms.append((name, value, source))
+            else:
+                value, source = default, ConfigSource.DEFAULT_CONFIG
+            synonym = self.config.topic_synonym(name)
+            if synonym is not None:
+                broker_key, broker_value, broker_source = synonym
+                if name not in overrides:
+                    value, source = broker_value, broker_source
+                    if name == "retention.ms":
+                        value = str(self.config.log_retention_ms)
+                    if broker_source is ConfigSource.DEFAULT_CONFIG:
+                        source = ConfigSource.DEFAULT_CONFIG
+                synonyms.append((broker_key, broker_value, broker_source))
+            entries.append(
+                ConfigEntry(
+                    name, value, False, source, False, tuple(synonyms), int(config_type), doc
+                )
+            )
+        return entries
+
+    def describe_broker_configs(self) -> list[ConfigEntry]:
+        from trafka.node.config import BROKER_CONFIG_DEFS
+
+        entries = []
+        for config_def in BROKER_CONFIG_DEFS:
+            value, source, sensitive = self.config.describe(config_def.name)
+            entries.append(
+                ConfigEntry(
+                    config_def.name,
+                    value,
+                    not config_def.dynamic,
+                    source,
+                    sensitive,
+                    ((config_def.name, value, source),),
+                    int(config_def.config_type),
+                    config_def.doc,
+                )
+            )
+        return entries
+
+    async def set_broker_configs(self, configs: Mapping[str, str | None]) -> None:
+        """Dynamic per-broker configs (`/config/brokers/<id>`); None deletes a key."""
+        dynamic = dict(self.config.dynamic_values)
+        for key, raw in configs.items():
+            config_def = definition(key)
+            if not config_def.dynamic:
+                raise TopicError(
+                    ErrorCode.invalid_request, f"Cannot update these configs dynamically: {key}"
+                )
+            if raw is None:
+                dynamic.pop(key, None)
+            else:
+                dynamic[key] = config_def.parse(raw)
+        rendered = {k: definition(k).render(v) or "" for k, v in dynamic.items()}
+        await self._require_store().put(
+            znodes.broker_config_path(self.node_id), znodes.EntityConfig(rendered).to_json()
+        )
+        self.config = self.config.with_dynamic(dynamic)
+
+    def _require_store(self) -> MetadataStore:
+        assert self.store is not None, "broker not started"
+        return self.store
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def _open_store(self) -> MetadataStore:
+        first_dir = self.config.log_dirs[0]
+        try:
+            first_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StartupError(
+                f"cannot create log directory {first_dir}: {error.strerror}"
+            ) from None
+        return FileMetadataStore(first_dir / "trafka-metadata-tree.json")
+
+    async def _load_cluster_id(self, store: MetadataStore) -> str:
+        raw = await store.get(znodes.CLUSTER_ID)
+        if raw:
+            return znodes.ClusterId.from_json(raw).cluster_id
+        cluster_id = self.config.get("cluster.id") or _generate_cluster_id()
+        try:
+            await store.create(znodes.CLUSTER_ID, znodes.ClusterId(cluster_id).to_json())
+        except NodeExists:
+            raw = await store.get(znodes.CLUSTER_ID)
+            assert raw is not None
+            return znodes.ClusterId.from_json(raw).cluster_id
+        return str(cluster_id)
+
+    async def _load_dynamic_configs(self, store: MetadataStore) -> None:
+        raw = await store.get(znodes.broker_config_path(self.node_id))
+        if not raw:
+            return
+        values = {}
+        for key, text in znodes.EntityConfig.from_json(raw).config.items():
+            try:
+                values[key] = definition(key).parse(text)
+            except ValueError:
+                log.warning("ignoring bad dynamic config %s=%r", key, text)
+        self.config = self.config.with_dynamic(values)
+
+    def _open_logs(self) -> Any:
+        from trafka.log.config import LogConfig
+        from trafka.log.log_manager import LogManager
+
+        try:
+            return LogManager(
+                [Path(d) for d in self.config.log_dirs],
+                default_config=LogConfig.from_properties(self.config.topic_defaults()),
+                now_ms=_now_ms(),
+                node_id=self.node_id,
+                cluster_id=self.cluster_id,
+            )
+        except OSError as error:
+            raise StartupError(f"cannot open log directories: {error}") from None
+
+    def _registration(self) -> znodes.BrokerRegistration:
+        endpoints = tuple(
+            znodes.Endpoint(a.name, a.host, a.port) for a in self.config.advertised_listeners
+        )
+        return znodes.BrokerRegistration(
+            broker_id=self.node_id,
+            endpoints=endpoints,
+            timestamp_ms=_now_ms(),
+            rack=self.config.get("broker.rack"),
+        )
+
+    async def _register(self, store: MetadataStore) -> None:
+        registration = self._registration()
+        path = znodes.broker_path(self.node_id)
+        try:
+            await store.create(path, registration.to_json(), ephemeral=True)
+        except NodeExists:
+            await store.set_data(path, registration.to_json())
+        await self.refresh_brokers()
+
+    async def refresh_brokers(self) -> None:
+        store = self._require_store()
+        brokers: dict[int, BrokerInfo] = {}
+        for child in await store.children(znodes.BROKER_IDS):
+            try:
+                broker_id = int(child)
+                raw = await store.get(znodes.broker_path(broker_id))
+                if not raw:
+                    continue
+                registration = znodes.BrokerRegistration.from_json(raw, broker_id)
+            except (ValueError, znodes.ZNodeFormatError):
+                continue
+            if registration.endpoints:
+                endpoint = registration.endpoints[0]
+                brokers[broker_id] = BrokerInfo(
+                    broker_id, endpoint.host, endpoint.port, registration.rack
+                )
+        self.brokers = brokers
+
+    async def dispatch(self, header: RequestHeader, request: Any, client_host: str) -> Any:
+        handler = self.registry.get(header.api_key)
+        assert handler is not None
+        ctx = RequestContext(
+            broker=self,
+            api_key=header.api_key,
+            api_version=header.api_version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            client_host=client_host,
+        )
+        return await handler.handle(ctx, request)
+
+    def supported_apis(self) -> protocol.SupportedApis:
+        return protocol.SupportedApis(
+            protocol.ApiVersionRange(
+                h.api_key, h.min_version, h.max_version, h.advertised_min_version
+            )
+            for h in self.registry.handlers()
+        )
+
+    async def _start_server(self, nursery: trio.Nursery) -> None:
+        """Bind the listeners (trafka.net's KafkaServer); a busy port is a StartupError."""
+        from trafka.net import server as net_server
+
+        config = net_server.ServerConfig(
+            socket_request_max_bytes=self.config.get_int("socket.request.max.bytes"),
+            max_connections=self.config.get_int("max.connections"),
+            max_connections_per_ip=self.config.get_int("max.connections.per.ip"),
+            connections_max_idle_ms=self.config.get_int("connections.max.idle.ms"),
+            max_in_flight_requests=min(self.config.get_int("queued.max.requests"), 64),
+        )
+        kafka_server = net_server.KafkaServer(
+            self._handle_net_request, self.supported_apis(), config
+        )
+        listeners = [
+            net_server.Listener(listener.name, listener.host or "0.0.0.0", listener.port)
+            for listener in self.config.listeners
+        ]
+        try:
+            bound = await nursery.start(kafka_server.serve, listeners)
+        except OSError as error:
+            uri = ",".join(listener.uri() for listener in self.config.listeners)
+            if error.errno == errno.EADDRINUSE:
+                raise StartupError(f"cannot listen on {uri}: address already in use") from None
+            raise StartupError(f"cannot listen on {uri}: {error.strerror or error}") from None
+        self.bound_ports = [b.port for b in bound]
+
+    async def _handle_net_request(self, net_ctx: Any) -> Any:
+        return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host)
+
+    async def _maintenance_loop(self) -> None:
+        while True:
+            await trio.sleep(MAINTENANCE_INTERVAL_S)
+            manager = self.log_manager
+            if manager is not None and hasattr(manager, "maintenance"):
+                try:
+                    await trio.to_thread.run_sync(manager.maintenance, _now_ms())
+                except Exception:
+                    log.exception("log maintenance failed")
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+
+        store = await self._open_store()
+        self.store = store
+        try:
+            self.cluster_id = await self._load_cluster_id(store)
+            await self._load_dynamic_configs(store)
+            self.log_manager = self._open_logs()
+            self._topics = TopicManager(
+                store,
+                node_id=self.node_id,
+                live_brokers=self.live_broker_ids,
+                validate_configs=self.validate_topic_configs,
+                rng=self._rng,
+            )
+            await self._topics.load()
+            self._replica_manager = ReplicaManager(
+                node_id=self.node_id,
+                topics=self._topics,
+                log_manager=self.log_manager,
+                log_config_for=self.log_config_for,
+            )
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._maintenance_loop)
+                await self._start_server(nursery)
+                await self._register(store)
+                log.info(
+                    "node %d serving on %s (cluster %s)",
+                    self.node_id,
+                    ",".join(listener.uri() for listener in self.config.listeners),
+                    self.cluster_id,
+                )
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close()
+
+    async def _close(self) -> None:
+        manager, self.log_manager = self.log_manager, None
+        if manager is not None:
+            try:
+                manager.close()
+            except Exception:
+                log.exception("closing the logs failed")
+        if self.store is not None:
+            await self.store.close()

@@ -1,0 +1,157 @@
+"""Fetch v4-12: read record batches, long-polling until `min_bytes` or `max_wait_ms`.
+
+* v4: isolation_level, last_stable_offset, aborted_transactions (KIP-98). v5:
+  log_start_offset (KIP-107). v6: no change. v7: incremental fetch sessions (KIP-227).
+  v8: no change. v9: current_leader_epoch (KIP-320). v10: no change (ZStandard). v11:
+  rack_id, preferred_read_replica (KIP-392; we never redirect). v12: flexible (KIP-482),
+  last_fetched_epoch, diverging_epoch.
+
+Long poll: if the first read finds fewer than `min_bytes`, the request parks until an append
+wakes it (the replica manager's append event) or `max_wait_ms` expires, then reads again.
+`max_bytes` bounds the response and `partition_max_bytes` each partition; the first batch
+of the first non-empty partition is returned even when larger (KIP-74), so a consumer never
+gets stuck. READ_COMMITTED reads stop at the last stable offset (= high watermark without
+transactions). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the log end),
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320).
+
+Fetch sessions (KIP-227): we keep none. A full fetch (session_id 0) is answered as a full
+sessionless response (session_id 0), which every client accepts and keeps sending full
+requests; a request naming a session (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND, the
+error Kafka gives for an evicted session, after which clients start over with a full fetch.
+
+Not implemented: incremental fetch sessions themselves, follower fetching (replica_id >= 0 is
+served like a consumer until the replica manager of issue 5 takes over), topic ids in
+requests (v13+ is not advertised), preferred read replicas.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, ms, response_class
+from trafka.node.handlers.registry import register
+from trafka.node.replica_manager import ReadResult
+
+FINAL_EPOCH = -1
+MAX_WAIT_CAP_MS = 60_000
+"""Bound on how long a fetch may park (clients ask for 500 ms .. a few seconds)."""
+
+
+def _size(result: ReadResult) -> int:
+    return result.size
+
+
+@register(api_key=1, name="Fetch", min_version=4, max_version=12)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    session_id = int(getattr(request, "session_id", 0))
+    if session_id != 0:
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.fetch_session_id_not_found),
+                "session_id": 0,
+                "responses": [],
+            },
+        )
+    max_wait_ms = min(max(0, ms(request.max_wait)), MAX_WAIT_CAP_MS)
+    min_bytes = int(request.min_bytes)
+    max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+    if max_bytes <= 0:
+        max_bytes = 0x7FFFFFFF
+    isolation_level = int(getattr(request, "isolation_level", 0))
+    wanted = [
+        (
+            _topic_name(ctx, topic),
+            int(p.partition),
+            int(p.fetch_offset),
+            int(p.partition_max_bytes),
+            int(getattr(p, "current_leader_epoch", -1)),
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    deadline = trio.current_time() + max_wait_ms / 1000
+    while True:
+        waiter = broker.replica_manager.append_waiter()
+        reads = _read_all(ctx, wanted, max_bytes, isolation_level)
+        total = sum(_size(r) for r in reads)
+        has_error = any(r.error_code != 0 for r in reads)
+        if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await waiter.wait()
+    responses: list[dict[str, Any]] = []
+    index = 0
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = reads[index]
+            index += 1
+            partitions.append(
+                {
+                    "partition_index": int(p.partition),
+                    "error_code": result.error_code,
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.last_stable_offset,
+                    "log_start_offset": result.log_start_offset,
+                    "aborted_transactions": [] if isolation_level == 1 else None,
+                    "preferred_read_replica": -1,
+                    "records": result.records,
+                }
+            )
+        responses.append(
+            {
+                "topic": getattr(topic, "topic", ""),
+                "topic_id": getattr(topic, "topic_id", None) or uuid.UUID(int=0),
+                "partitions": partitions,
+            }
+        )
+    return build(
+        response_class(request),
+        {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses},
+    )
+
+
+def _topic_name(ctx: RequestContext, topic: Any) -> str:
+    name = getattr(topic, "topic", None)
+    if name is not None:
+        return str(name)
+    topic_id = getattr(topic, "topic_id", None)
+    state = ctx.broker.topics.by_id(topic_id) if topic_id is not None else None
+    return state.name if state is not None else ""
+
+
+def _read_all(
+    ctx: RequestContext,
+    wanted: list[tuple[str, int, int, int, int]],
+    max_bytes: int,
+    isolation_level: int,
+) -> list[ReadResult]:
+    replica_manager = ctx.broker.replica_manager
+    remaining = max_bytes
+    results = []
+    first_data = True
+    for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
+        limit = max(0, min(partition_max_bytes, remaining))
+        result = replica_manager.read(
+            topic,
+            partition,
+            fetch_offset,
+            max_bytes=limit,
+            isolation_level=isolation_level,
+            current_leader_epoch=leader_epoch,
+            min_one_batch=first_data,
+        )
+        if result.size > 0:
+            first_data = False
+            remaining = max(0, remaining - result.size)
+        results.append(result)
+    return results

@@ -1,0 +1,53 @@
+"""ListOffsets v0-7: offsets by timestamp, earliest, latest and max timestamp.
+
+* v0: `max_num_offsets`, answered with `old_style_offsets` (a one-element list; Kafka
+  returns segment base offsets, we return the one offset a client needs).
+* v1: one offset + timestamp per partition (KIP-79). v2: isolation_level (KIP-98).
+* v3: no change. v4: current_leader_epoch and leader_epoch (KIP-320). v5: no change.
+* v6: flexible (KIP-482). v7: MAX_TIMESTAMP (-3, KIP-734).
+
+Special timestamps: -1 latest (high watermark, or last stable offset with READ_COMMITTED),
+-2 earliest (log start offset), -3 the offset of the record with the largest timestamp;
+otherwise the first offset whose timestamp is >= the asked one, or offset -1 when none
+(Kafka's answer). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH.
+
+Not implemented: -4 earliest-local and -5 latest-tiered (v8+, tiered storage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=2, name="ListOffsets", min_version=0, max_version=7)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    replica_manager = ctx.broker.replica_manager
+    isolation_level = int(getattr(request, "isolation_level", 0))
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = replica_manager.list_offset(
+                str(topic.name),
+                int(p.partition_index),
+                int(p.timestamp),
+                isolation_level=isolation_level,
+                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+            )
+            partitions.append(
+                {
+                    "partition_index": int(p.partition_index),
+                    "error_code": result.error_code,
+                    "timestamp": result.timestamp,
+                    "offset": result.offset,
+                    "leader_epoch": result.leader_epoch,
+                    "old_style_offsets": [result.offset] if result.offset >= 0 else [],
+                }
+            )
+        topics.append({"name": str(topic.name), "partitions": partitions})
+    return build(response_class(request), {"throttle_time": 0, "topics": topics})

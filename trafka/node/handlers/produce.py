@@ -1,0 +1,86 @@
+"""Produce v3-9 (v0-2 advertised, rejected: KAFKA-18659): append record batches.
+
+* v3: transactional_id; record batch v2 only (KIP-98). v4: no change (error codes).
+* v5: log_start_offset in the response (KIP-107). v6, v7: no change (v7: ZStandard, KIP-110).
+* v8: record_errors + error_message (KIP-467). v9: flexible (KIP-482).
+
+Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (this broker does not lead
+it), CORRUPT_MESSAGE (bad framing or CRC), INVALID_RECORD (well-framed but breaking a rule),
+MESSAGE_TOO_LARGE (`max.message.bytes`), OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
+(idempotent producers; the sequence checks live in the log's producer state, a duplicate
+batch gets its original offsets). acks other than 0, 1, -1: INVALID_REQUIRED_ACKS for every
+partition. acks=0: the handler returns None and the net layer sends nothing (Kafka closes
+the connection only on errors; so do we, by answering nothing either way).
+
+acks=-1 waits, in the replica manager's purgatory, until the high watermark passes the batch
+or `timeout_ms` expires (REQUEST_TIMED_OUT); on one node that is immediate.
+
+Not implemented: transactional produce (AddPartitionsToTxn is not implemented, so a
+transactional batch gets INVALID_TXN_STATE), quotas (throttle_time_ms is always 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, ms, response_class
+from trafka.node.handlers.registry import register
+from trafka.node.replica_manager import AppendResult
+
+
+@register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = int(request.acks)
+    timeout_ms = max(0, ms(request.timeout))
+    replica_manager = ctx.broker.replica_manager
+    results: dict[tuple[str, int], AppendResult] = {}
+
+    async def append_one(topic: str, partition: int, records: bytes | None) -> None:
+        results[(topic, partition)] = await replica_manager.append(
+            topic,
+            partition,
+            records or b"",
+            required_acks=acks,
+            timeout_ms=timeout_ms,
+            transactional=request.transactional_id is not None,
+        )
+
+    entries = [
+        (str(topic.name), int(p.index), p.records)
+        for topic in request.topic_data
+        for p in topic.partition_data
+    ]
+    if acks not in (0, 1, -1):
+        for topic, partition, _ in entries:
+            results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
+    elif len(entries) == 1:
+        await append_one(*entries[0])
+    else:
+        async with trio.open_nursery() as nursery:
+            for entry in entries:
+                nursery.start_soon(append_one, *entry)
+    if acks == 0:
+        return None
+    responses: list[dict[str, Any]] = []
+    for topic_data in request.topic_data:
+        name = str(topic_data.name)
+        partition_responses = []
+        for p in topic_data.partition_data:
+            result = results[(name, int(p.index))]
+            partition_responses.append(
+                {
+                    "index": int(p.index),
+                    "error_code": result.error_code,
+                    "base_offset": result.base_offset,
+                    "log_append_time": result.log_append_time_ms,
+                    "log_start_offset": result.log_start_offset,
+                    "record_errors": [],
+                    "error_message": result.error_message,
+                }
+            )
+        responses.append({"name": name, "partition_responses": partition_responses})
+    return build(response_class(request), {"responses": responses, "throttle_time": 0})

@@ -1,0 +1,445 @@
+"""Topic metadata on a node: the cache of topics and partitions, and admin writes to the tree.
+
+The znode layouts are Kafka's (ZkData.scala):
+
+* `/brokers/topics/<t>` = `{"version":3,"topic_id":"<base64url uuid>","partitions":{"0":[1,2]},
+  "adding_replicas":{},"removing_replicas":{}}` (the replica assignment, AR)
+* `/brokers/topics/<t>/partitions/<p>/state` = `{"version":1,"leader":1,"leader_epoch":0,
+  "controller_epoch":1,"isr":[1,2]}`
+* `/config/topics/<t>` = `{"version":1,"config":{"retention.ms":"1000"}}`
+
+`TopicManager.load()` rebuilds the cache from the tree at start, so topics survive restarts
+(the tree is persisted by the quorum). Admin writes (create, delete, add partitions, alter
+configs) validate with Kafka's rules and error codes, write the tree, then update the cache.
+
+Single-node slice (issue 3): `assign_replicas` and `initial_partition_state` pick the replicas
+and the first leader directly from the live brokers (Kafka's round-robin assignment,
+AdminUtils.assignReplicasToBrokers without racks). The controller (issue 5) moves leader
+decisions into `trafka.node.controller`; these two functions are the only place to change.
+
+Not implemented here: rack-aware assignment, topic deletion states (the topic is removed from
+the tree and its logs deleted at once), reassignment.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kio.schema.errors import ErrorCode
+
+from trafka.metadata_quorum import znodes
+from trafka.node.metadata_store import MetadataStore
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+MAX_PARTITIONS = 100_000
+"""Bound on partitions per topic (Kafka has none; a typo of 10^9 would exhaust the disk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionState]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    """Topic-level overrides only (`/config/topics/<t>`)."""
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicError(Exception):
+    """A Kafka error for one topic of an admin request."""
+
+    error_code: ErrorCode
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: length, legal characters, not '.' or '..'."""
+    if not name:
+        raise TopicError(
+            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
+        )
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name}",
+        )
+    if not _LEGAL_TOPIC_NAME.match(name):
+        raise TopicError(
+            ErrorCode.invalid_topic_exception,
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def assign_replicas(
+    brokers: Sequence[int],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    first_partition: int = 0,
+    rng: random.Random,
+) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: round-robin from a random start, shifted followers."""
+    if replication_factor > len(brokers):
+        raise TopicError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{len(brokers)}.",
+        )
+    ordered = sorted(brokers)
+    count = len(ordered)
+    start_index = rng.randrange(count)
+    shift = rng.randrange(count)
+    result: dict[int, list[int]] = {}
+    for i in range(num_partitions):
+        partition = first_partition + i
+        if partition > 0 and partition % count == 0:
+            shift += 1
+        first = (partition + start_index) % count
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            step = 1 + (shift + j) % (count - 1) if count > 1 else 0
+            replicas.append(ordered[(first + step) % count])
+        result[partition] = replicas
+    return result
+
+
+def initial_partition_state(
+    partition: int, replicas: Sequence[int], live_brokers: Iterable[int]
+) -> PartitionState:
+    """Leader = first live replica, ISR = live replicas (single-node slice; see docstring)."""
+    live = set(live_brokers)
+    isr = tuple(r for r in replicas if r in live) or tuple(replicas[:1])
+    return PartitionState(partition, tuple(replicas), isr[0], 0, isr)
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_text(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _random_topic_id(rng: random.Random) -> uuid.UUID:
+    while True:
+        candidate = uuid.UUID(int=rng.getrandbits(128))
+        if candidate.int != 0 and candidate.int != 1:  # Kafka reserves ZERO and METADATA
+            return candidate
+
+
+ConfigValidator = Callable[[Mapping[str, str]], None]
+"""Raises TopicError(INVALID_CONFIG) for a bad topic config (wired to trafka.log.config)."""
+
+
+class TopicManager:
+    """The node's view of topics plus the admin operations that change them."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        node_id: int,
+        live_brokers: Callable[[], list[int]],
+        validate_configs: ConfigValidator,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._live_brokers = live_brokers
+        self._validate_configs = validate_configs
+        self._rng = rng or random.Random()
+        self.topics: dict[str, TopicState] = {}
+        self.controller_epoch = 1
+        self.listeners: list[Callable[[str], None]] = []
+        """Called with a topic name after it was created, changed or deleted."""
+
+    # ---- reading ------------------------------------------------------------------------------
+    async def load(self) -> None:
+        """Rebuild the cache from the tree."""
+        topics: dict[str, TopicState] = {}
+        for name in await self._store.children(znodes.BROKER_TOPICS):
+            state = await self._read_topic(name)
+            if state is not None:
+                topics[name] = state
+        self.topics = topics
+
+    async def refresh_topic(self, name: str) -> None:
+        state = await self._read_topic(name)
+        if state is None:
+            self.topics.pop(name, None)
+        else:
+            self.topics[name] = state
+        self._notify(name)
+
+    async def _read_topic(self, name: str) -> TopicState | None:
+        raw = await self._store.get(znodes.topic_path(name))
+        if not raw:
+            return None
+        try:
+            assignment = znodes.TopicAssignment.from_json(raw)
+        except znodes.ZNodeFormatError:
+            return None
+        topic_id = (
+            topic_id_from_text(assignment.topic_id) if assignment.topic_id else uuid.UUID(int=0)
+        )
+        partitions: dict[int, PartitionState] = {}
+        for partition, replicas in assignment.partitions.items():
+            raw_state = await self._store.get(znodes.partition_state_path(name, partition))
+            if raw_state:
+                state = znodes.PartitionState.from_json(raw_state)
+                partitions[partition] = PartitionState(
+                    partition, tuple(replicas), state.leader, state.leader_epoch, state.isr
+                )
+            else:
+                partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
+        raw_config = await self._store.get(znodes.topic_config_path(name))
+        configs = znodes.EntityConfig.from_json(raw_config).config if raw_config else {}
+        return TopicState(name, topic_id, partitions, dict(configs))
+
+    def get(self, name: str) -> TopicState | None:
+        return self.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for state in self.topics.values():
+            if state.topic_id == topic_id:
+                return state
+        return None
+
+    def partition(self, name: str, partition: int) -> PartitionState | None:
+        state = self.topics.get(name)
+        return None if state is None else state.partitions.get(partition)
+
+    # ---- validation ---------------------------------------------------------------------------
+    def check_create(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+        *,
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> dict[int, list[int]]:
+        """Validate a creation (Kafka's order of checks); returns the replica assignment."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
+        if collides:
+            raise TopicError(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{name}' collides with existing topic: {collides[0]}",
+            )
+        live = self._live_brokers()
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
+            result = self._check_assignment(assignments, live, first_partition=0)
+        else:
+            partitions = default_partitions if num_partitions == -1 else num_partitions
+            factor = default_replication_factor if replication_factor == -1 else replication_factor
+            if partitions <= 0 or partitions > MAX_PARTITIONS:
+                raise TopicError(
+                    ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+                )
+            if factor <= 0:
+                raise TopicError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0.",
+                )
+            result = assign_replicas(live, partitions, factor, rng=self._rng)
+        self._validate_configs(configs)
+        return result
+
+    def _check_assignment(
+        self,
+        assignments: Mapping[int, Sequence[int]],
+        live: Sequence[int],
+        *,
+        first_partition: int,
+    ) -> dict[int, list[int]]:
+        expected = list(range(first_partition, first_partition + len(assignments)))
+        if sorted(assignments) != expected:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                "Partitions should be a consecutive 0-based integer sequence",
+            )
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                "All partitions should have the same number of replicas",
+            )
+        for partition, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Duplicate replica assignment found: {list(replicas)} for partition "
+                    f"{partition}",
+                )
+            unknown = [r for r in replicas if r not in live]
+            if unknown:
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Unknown broker(s) in replica assignment: {unknown}.",
+                )
+        return {p: list(r) for p, r in assignments.items()}
+
+    # ---- writing ------------------------------------------------------------------------------
+    async def create(
+        self, name: str, assignment: Mapping[int, Sequence[int]], configs: Mapping[str, str]
+    ) -> TopicState:
+        topic_id = _random_topic_id(self._rng)
+        live = self._live_brokers()
+        if configs:
+            await self._store.put(
+                znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
+            )
+        states = {
+            p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
+        }
+        for state in states.values():
+            await self._store.put(
+                znodes.partition_state_path(name, state.partition),
+                self._state_json(state),
+            )
+        await self._store.put(znodes.topic_path(name), self._assignment_json(topic_id, assignment))
+        topic = TopicState(name, topic_id, states, dict(configs))
+        self.topics[name] = topic
+        self._notify(name)
+        return topic
+
+    async def delete(self, name: str) -> TopicState:
+        state = self.topics.get(name)
+        if state is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        await self._store.delete_recursive(znodes.topic_path(name))
+        await self._store.delete_recursive(znodes.topic_config_path(name))
+        del self.topics[name]
+        self._notify(name)
+        return state
+
+    async def add_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    ) -> TopicState:
+        state = self.topics.get(name)
+        if state is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        current = len(state.partitions)
+        if count <= current:
+            raise TopicError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, which is higher than the requested "
+                f"{count}.",
+            )
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.invalid_partitions, "Too many partitions.")
+        live = self._live_brokers()
+        added = count - current
+        if assignments:
+            if len(assignments) != added:
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Increasing the number of partitions by {added} but {len(assignments)} "
+                    "assignments provided.",
+                )
+            new = self._check_assignment(
+                {current + i: r for i, r in enumerate(assignments)}, live, first_partition=current
+            )
+        else:
+            new = assign_replicas(
+                live, added, state.replication_factor, first_partition=current, rng=self._rng
+            )
+        partitions = dict(state.partitions)
+        for partition, replicas in new.items():
+            partitions[partition] = initial_partition_state(partition, replicas, live)
+            await self._store.put(
+                znodes.partition_state_path(name, partition),
+                self._state_json(partitions[partition]),
+            )
+        all_replicas = {p: list(s.replicas) for p, s in partitions.items()}
+        await self._store.put(
+            znodes.topic_path(name), self._assignment_json(state.topic_id, all_replicas)
+        )
+        topic = replace(state, partitions=partitions)
+        self.topics[name] = topic
+        self._notify(name)
+        return topic
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicState:
+        state = self.topics.get(name)
+        if state is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        self._validate_configs(configs)
+        await self._store.put(
+            znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
+        )
+        topic = replace(state, configs=dict(configs))
+        self.topics[name] = topic
+        self._notify(name)
+        return topic
+
+    def _notify(self, name: str) -> None:
+        for listener in self.listeners:
+            listener(name)
+
+    def _state_json(self, state: PartitionState) -> bytes:
+        return znodes.PartitionState(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=tuple(state.isr),
+            controller_epoch=self.controller_epoch,
+        ).to_json()
+
+    @staticmethod
+    def _assignment_json(topic_id: uuid.UUID, assignment: Mapping[int, Sequence[int]]) -> bytes:
+        return znodes.TopicAssignment(
+            partitions={p: tuple(r) for p, r in sorted(assignment.items())},
+            topic_id=topic_id_text(topic_id),
+        ).to_json()
