@@ -1,0 +1,293 @@
+"""The trio server in-process with a toy handler: pipelining, limits, bad input."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
+from kio.schema.errors import ErrorCode
+
+from trafka.net import codec, headers
+from trafka.net.framing import FileRegion
+from trafka.net.server import (
+    EncodedResponse,
+    KafkaServer,
+    Listener,
+    RequestContext,
+    ServerConfig,
+)
+
+from .toy import SUPPORTED, ToyBroker
+from .wire import WireClient, metadata_v1, produce_v3, raw_frame, request_frame
+
+StartServer = Callable[..., Awaitable[tuple[KafkaServer, ToyBroker]]]
+
+
+@pytest.fixture
+async def start_server(nursery: trio.Nursery) -> AsyncIterator[StartServer]:
+    async def start(
+        config: ServerConfig | None = None, handler: Any = None
+    ) -> tuple[KafkaServer, ToyBroker]:
+        broker = ToyBroker()
+        server = KafkaServer(handler or broker.handle, SUPPORTED, config)
+        bound = await nursery.start(server.serve, [Listener("PLAINTEXT", "127.0.0.1", 0)])
+        broker.port = bound[0].port
+        return server, broker
+
+    yield start
+
+
+Connect = Callable[[int], Awaitable[WireClient]]
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Connect]:
+    """Open raw connections; every one is closed at teardown."""
+    opened: list[WireClient] = []
+
+    async def open_client(port: int) -> WireClient:
+        client = await WireClient.connect(port)
+        opened.append(client)
+        return client
+
+    yield open_client
+    for client in opened:
+        await client.aclose()
+
+
+async def _metadata_round_trip(connect: Connect, port: int, correlation_id: int = 7) -> None:
+    client = await connect(port)
+    await client.send(request_frame(metadata_v1(), correlation_id))
+    frame = await client.read_frame()
+    assert frame is not None
+    assert headers.parse_response_header(frame, 0)[0] == correlation_id
+
+
+async def test_pipelined_responses_come_back_in_request_order(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    # Earlier requests are slower: the handler finishes them last, the writer still
+    # answers in request order.
+    delays = [120, 90, 60, 30, 0]
+    await client.send(
+        b"".join(
+            request_frame(produce_v3(f"slow-{delay}"), correlation_id)
+            for correlation_id, delay in enumerate(delays, start=100)
+        )
+    )
+    seen = []
+    for _ in delays:
+        frame = await client.read_frame()
+        assert frame is not None
+        seen.append(headers.parse_response_header(frame, 0)[0])
+    assert seen == [100, 101, 102, 103, 104]
+    # All five were read before the first was answered (pipelining, not one at a time).
+    assert [c for _, _, c in broker.seen] == seen
+
+
+async def test_acks_zero_produce_gets_no_response(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    await client.send(request_frame(produce_v3("t", acks=0), 1) + request_frame(metadata_v1(), 2))
+    frame = await client.read_frame()
+    assert frame is not None and headers.parse_response_header(frame, 0)[0] == 2
+
+
+async def test_oversize_length_prefix_closes_before_allocating(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server(ServerConfig(socket_request_max_bytes=1000))
+    client = await connect(broker.port)
+    await client.send(struct.pack(">i", 1001))
+    await client.assert_closed_by_server()
+    client = await connect(broker.port)
+    await client.send(b"\x7f\xff\xff\xff")
+    await client.assert_closed_by_server()
+    client = await connect(broker.port)
+    await client.send(b"\xff\xff\xff\xfe")  # negative size
+    await client.assert_closed_by_server()
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_frame_larger_than_receive_buffer(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server(ServerConfig(receive_buffer_bytes=64))
+    client = await connect(broker.port)
+    await client.send(request_frame(produce_v3("t" * 300), 5))
+    frame = await client.read_frame()
+    assert frame is not None and headers.parse_response_header(frame, 0)[0] == 5
+
+
+async def test_truncated_frame_closes_only_that_connection(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    full = request_frame(metadata_v1(), 1)
+    await client.send(full[: len(full) - 3])
+    await client.stream.send_eof()
+    await client.assert_closed_by_server()
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_random_bytes_close_the_connection(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server(ServerConfig(socket_request_max_bytes=4096))
+    rng = __import__("random").Random(1234)
+    for _ in range(20):
+        client = await connect(broker.port)
+        await client.send(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))))
+        await client.stream.send_eof()
+        await client.assert_closed_by_server()
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_malformed_body_closes_the_connection(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    # Metadata v1 header + a topics array claiming 1000 entries with nothing behind it.
+    header = headers.encode_request_header(3, 1, 9, "x", 1)
+    await client.send(raw_frame(header + struct.pack(">i", 1000)))
+    await client.assert_closed_by_server()
+
+
+async def test_unknown_api_key_and_unsupported_version_close(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    await client.send(raw_frame(headers.encode_request_header(999, 0, 1, "x", 1)))
+    await client.assert_closed_by_server()
+    client = await connect(broker.port)
+    await client.send(request_frame(metadata_v1(), 1, api_version=1)[:4])  # size only...
+    await client.aclose()
+    client = await connect(broker.port)
+    await client.send(raw_frame(headers.encode_request_header(3, 0, 1, "x", 1) + b"\xff" * 4))
+    await client.assert_closed_by_server()  # Metadata v0 is below our minimum (1)
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_api_versions_above_our_max_gets_v0_error_body(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    # kafka-python opens with v4 (we support 0-3); the body is never parsed.
+    request = ApiVersionsRequestV3(client_software_name="x", client_software_version="1")
+    await client.send(
+        request_frame(request, 42, api_version=3).replace(b"\x00\x03", b"\x00\x04", 1)
+    )
+    frame = await client.read_frame()
+    assert frame is not None
+    correlation_id, offset = headers.parse_response_header(frame, 0)  # header v0
+    assert correlation_id == 42
+    response = codec.decode_response(18, 0, frame, offset)
+    assert response.error_code == ErrorCode.unsupported_version
+    ranges = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
+    assert ranges[18] == (0, 3)
+    assert ranges[0] == (0, 9)  # Produce advertised from v0 (KAFKA-18659)
+    # The connection stays open: the retry with v3 works.
+    await client.send(request_frame(request, 43))
+    frame = await client.read_frame()
+    assert frame is not None
+    correlation_id, offset = headers.parse_response_header(frame, 0)
+    assert correlation_id == 43
+    assert codec.decode_response(18, 3, frame, offset).error_code == ErrorCode.none
+
+
+async def test_idle_connection_is_closed(start_server: StartServer, connect: Connect) -> None:
+    _, broker = await start_server(ServerConfig(connections_max_idle_ms=150))
+    client = await connect(broker.port)
+    await client.send(request_frame(ApiVersionsRequestV0(), 1))
+    assert await client.read_frame() is not None
+    start = trio.current_time()
+    await client.assert_closed_by_server(timeout_s=3)
+    assert trio.current_time() - start >= 0.1
+
+
+async def test_per_ip_connection_limit(start_server: StartServer, connect: Connect) -> None:
+    server, broker = await start_server(ServerConfig(max_connections_per_ip=2))
+    first = await connect(broker.port)
+    second = await connect(broker.port)
+    for client in (first, second):  # both served
+        await client.send(request_frame(metadata_v1(), 1))
+        assert await client.read_frame() is not None
+    third = await connect(broker.port)
+    await third.assert_closed_by_server()
+    await first.aclose()
+    with trio.fail_after(5):
+        while server.connection_count > 1:
+            await trio.sleep(0.01)
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_one_bad_client_does_not_affect_another(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    good = await connect(broker.port)
+
+    async def misbehave() -> None:
+        for _ in range(10):
+            bad = await connect(broker.port)
+            await bad.send(b"\x00\x00\x00\x0a\x00\x12\x00")  # truncated, then garbage
+            await bad.send(os.urandom(64))
+            await bad.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(misbehave)
+        for correlation_id in range(50):
+            await good.send(request_frame(metadata_v1(), correlation_id))
+            frame = await good.read_frame()
+            assert frame is not None
+            assert headers.parse_response_header(frame, 0)[0] == correlation_id
+
+
+async def test_handler_failure_closes_only_its_connection(
+    start_server: StartServer, connect: Connect
+) -> None:
+    _, broker = await start_server()
+    client = await connect(broker.port)
+    await client.send(request_frame(produce_v3("explode"), 1))
+    await client.assert_closed_by_server()
+    await _metadata_round_trip(connect, broker.port)
+
+
+async def test_encoded_response_with_file_region(
+    start_server: StartServer, tmp_path: Path, connect: Connect
+) -> None:
+    broker = ToyBroker()
+    body_file = tmp_path / "body.bin"
+
+    async def handler(ctx: RequestContext) -> Any:
+        response = await broker.handle(ctx)
+        body = codec.encode_response(response)
+        # Serve the body's tail from a file, as a Fetch handler serves segment bytes.
+        body_file.write_bytes(b"JUNK" + body[10:] + b"MORE")
+        return EncodedResponse((body[:10], FileRegion(str(body_file), 4, len(body) - 10)))
+
+    _, toy = await start_server(handler=handler)
+    broker.port = toy.port
+    client = await connect(toy.port)
+    await client.send(request_frame(metadata_v1(), 11))
+    frame = await client.read_frame()
+    assert frame is not None
+    correlation_id, offset = headers.parse_response_header(frame, 0)
+    assert correlation_id == 11
+    response = codec.decode_response(3, 1, frame, offset)
+    assert response.brokers[0].port == toy.port

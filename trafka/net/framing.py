@@ -1,0 +1,199 @@
+"""Size-prefixed frames: ``size int32 (big-endian)`` then ``size`` bytes (PROTO-07).
+
+`FrameReader` reads requests from a trio socket with ``recv_into`` into one preallocated
+receive buffer per connection (PLATFORM.md §4: about twice the throughput of
+``receive_some`` plus concatenation). The size prefix is checked against the limit
+(``socket.request.max.bytes``, default 104857600) *before* anything is allocated for the
+frame (PROTO-05, DESIGN decision 6); a frame that does not fit the receive buffer gets one
+buffer of exactly its size, filled in place.
+
+`FileRegion` and `send_chunks` are the writing side: a response is a list of byte chunks and
+file regions, and file regions go out with ``os.sendfile`` (non-blocking, parking on
+``trio.lowlevel.wait_writable``). One writer task per connection owns the socket's sending
+side, so raw-fd sendfile and ``send`` never interleave.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104_857_600
+DEFAULT_RECEIVE_BUFFER_BYTES: Final = 64 * 1024
+_SIZE_BYTES: Final = 4
+
+
+class FrameError(Exception):
+    """The peer sent bytes that cannot be framed; the connection must be closed."""
+
+
+class FrameTooLarge(FrameError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame size {size} outside 0..{limit} (socket.request.max.bytes)")
+        self.size = size
+        self.limit = limit
+
+
+class TruncatedFrame(FrameError):
+    """The peer closed the connection in the middle of a frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """`length` bytes of the file at `path` starting at `position`, sent with sendfile."""
+
+    path: str
+    position: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.position < 0 or self.length < 0:
+            raise ValueError(f"bad file region {self}")
+
+
+Chunk = bytes | bytearray | memoryview | FileRegion
+
+
+def chunks_size(chunks: Sequence[Chunk]) -> int:
+    return sum(c.length if isinstance(c, FileRegion) else len(c) for c in chunks)
+
+
+class FrameReader:
+    """Reads size-prefixed frames from a trio socket into a preallocated buffer."""
+
+    __slots__ = ("_buffer", "_end", "_limit", "_socket", "_start", "_view")
+
+    def __init__(
+        self,
+        socket: trio.socket.SocketType,
+        *,
+        max_frame_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+        receive_buffer_bytes: int = DEFAULT_RECEIVE_BUFFER_BYTES,
+    ) -> None:
+        if receive_buffer_bytes < 2 * _SIZE_BYTES:
+            raise ValueError("receive buffer too small")
+        self._socket = socket
+        self._limit = max_frame_bytes
+        self._buffer = bytearray(receive_buffer_bytes)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+
+    async def _receive(self) -> int:
+        """Receive into the free tail of the buffer (compacting first if needed)."""
+        if self._end == len(self._buffer):
+            pending = self._end - self._start
+            self._buffer[:pending] = self._view[self._start : self._end]
+            self._start, self._end = 0, pending
+        received: int = await self._socket.recv_into(self._view[self._end :])
+        self._end += received
+        return received
+
+    async def next_frame(self) -> bytes | memoryview | None:
+        """The next frame's payload, or None on a clean end of stream between frames.
+
+        Raises FrameTooLarge before allocating for an oversize or negative prefix, and
+        TruncatedFrame when the stream ends inside a frame.
+        """
+        while True:
+            available = self._end - self._start
+            if available >= _SIZE_BYTES:
+                size = int.from_bytes(
+                    self._view[self._start : self._start + _SIZE_BYTES], "big", signed=True
+                )
+                if size < 0 or size > self._limit:
+                    raise FrameTooLarge(size, self._limit)
+                if available - _SIZE_BYTES >= size:
+                    begin = self._start + _SIZE_BYTES
+                    self._start = begin + size
+                    if self._start == self._end:
+                        self._start = self._end = 0
+                    return bytes(self._view[begin : begin + size])
+                if size + _SIZE_BYTES > len(self._buffer):
+                    return await self._read_large_frame(size)
+            if await self._receive() == 0:
+                if self._end == self._start:
+                    return None
+                raise TruncatedFrame(
+                    f"stream ended with {self._end - self._start} bytes of an unfinished frame"
+                )
+
+    async def _read_large_frame(self, size: int) -> memoryview:
+        frame = bytearray(size)
+        view = memoryview(frame)
+        have = self._end - self._start - _SIZE_BYTES
+        view[:have] = self._view[self._start + _SIZE_BYTES : self._end]
+        self._start = self._end = 0
+        while have < size:
+            received: int = await self._socket.recv_into(view[have:])
+            if received == 0:
+                raise TruncatedFrame(f"stream ended after {have} of {size} bytes")
+            have += received
+        # Read-only: kio's native reader refuses writable buffers, and nobody should write.
+        return view.toreadonly()
+
+
+async def send_file_region(socket: trio.socket.SocketType, region: FileRegion) -> None:
+    """Send a file region with non-blocking os.sendfile (PLATFORM.md §4).
+
+    Raises OSError if the file is shorter than the region: the frame's size prefix is
+    already on the wire, so the caller must close the connection.
+    """
+    fd = os.open(region.path, os.O_RDONLY)
+    try:
+        offset = region.position
+        end = region.position + region.length
+        while offset < end:
+            try:
+                sent = os.sendfile(socket.fileno(), fd, offset, end - offset)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(socket)
+                continue
+            if sent == 0:
+                raise OSError(errno.EIO, f"{region.path} ended before {end}")
+            offset += sent
+    finally:
+        os.close(fd)
+
+
+_MAX_IOVECS: Final = 512
+
+
+async def send_buffers(
+    socket: trio.socket.SocketType, buffers: Sequence[bytes | bytearray | memoryview]
+) -> None:
+    """Send buffers in order with scatter-gather ``sendmsg`` (no joining copy)."""
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    index = 0
+    while index < len(views):
+        batch = views[index : index + _MAX_IOVECS]
+        sent: int = await socket.sendmsg(batch)
+        while sent and index < len(views):
+            head = views[index]
+            if sent >= len(head):
+                sent -= len(head)
+                index += 1
+            else:
+                views[index] = head[sent:]
+                sent = 0
+
+
+async def send_chunks(socket: trio.socket.SocketType, chunks: Sequence[Chunk]) -> None:
+    """Send chunks in order: byte chunks with sendmsg, file regions with sendfile."""
+    pending: list[bytes | bytearray | memoryview] = []
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            if pending:
+                await send_buffers(socket, pending)
+                pending = []
+            if chunk.length:
+                await send_file_region(socket, chunk)
+        else:
+            pending.append(chunk)
+    if pending:
+        await send_buffers(socket, pending)

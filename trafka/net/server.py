@@ -1,0 +1,388 @@
+"""The trio Kafka server: listeners, connections, pipelining, limits. No business logic.
+
+Per connection (NET-01..NET-11 re-expressed in trio; PROTO-03):
+
+* a *reader* task reads frames (`FrameReader`, size checked before allocating), parses the
+  request header, checks the (api_key, api_version) against the node's `SupportedApis`,
+  decodes the body and starts one *handler* task per request - so the next request is read
+  while earlier ones are processed (pipelining);
+* at most `max_in_flight_requests` requests per connection are between "read" and "response
+  written"; when the bound is reached the reader stops reading (TCP back-pressure);
+* one *writer* task writes the responses strictly in request order (a slow Fetch holds back
+  the responses behind it, as in Kafka), with ``sendmsg`` for bytes and ``os.sendfile`` for
+  `FileRegion` chunks;
+* a *watchdog* closes the connection once it has been idle (no bytes read or written, no
+  request in flight) for ``connections.max.idle.ms``.
+
+Bad input (DESIGN decision 6) closes only that connection, with one log line:
+oversize/negative size prefix, truncated frame, malformed header or body, unknown API key,
+unsupported version (Kafka closes here too: its broker logs "Received request for api with
+key N and unsupported version V" and drops the connection). The exception is ApiVersions
+with a version above ours (KIP-511): answered with UNSUPPORTED_VERSION in the v0 body layout
+and response header v0, and the connection stays open so the client can retry.
+
+A handler returns a message object (encoded with `trafka.net.codec`), an `EncodedResponse`
+(pre-encoded body chunks, may include `FileRegion`), or None for "no response" (Produce
+acks=0). A handler that raises is logged and its connection closed; others are unaffected.
+
+Limits (Kafka's names): ``socket.request.max.bytes``, ``max.connections``,
+``max.connections.per.ip`` (a connection over a limit is accepted and closed at once),
+``connections.max.idle.ms``.
+
+NOT implemented: SSL and SASL listeners (PLAINTEXT only), quotas/throttling,
+``max.connections.per.ip.overrides``, per-listener ``max.connections``, KIP-306
+connection-rate limits, muting a channel while a request is handled (we pipeline instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import trio
+
+from . import codec, headers, protocol
+from .framing import (
+    DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+    Chunk,
+    FrameError,
+    FrameReader,
+    chunks_size,
+    send_chunks,
+)
+
+log = logging.getLogger("trafka.net.server")
+
+_SIZE = struct.Struct(">i")
+UNLIMITED: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Network limits, with Kafka's defaults."""
+
+    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    max_connections: int = UNLIMITED
+    max_connections_per_ip: int = UNLIMITED
+    connections_max_idle_ms: int = 600_000
+    #: Requests per connection read but not yet answered (Kafka bounds this broker-wide with
+    #: queued.max.requests=500; per connection is what keeps one client from hogging it).
+    max_in_flight_requests: int = 64
+    receive_buffer_bytes: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        for name in (
+            "socket_request_max_bytes",
+            "max_connections",
+            "max_connections_per_ip",
+            "connections_max_idle_ms",
+            "max_in_flight_requests",
+            "receive_buffer_bytes",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A listener to bind: Kafka's listener name (e.g. "PLAINTEXT"), host and port (0 = any)."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoundListener:
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler gets: the parsed header, the decoded request, who sent it and where."""
+
+    header: headers.RequestHeader
+    request: Any
+    peer_host: str
+    peer_port: int
+    listener_name: str
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body already encoded (without size prefix and response header)."""
+
+    chunks: tuple[Chunk, ...]
+
+
+RequestHandler = Callable[[RequestContext], Awaitable[Any]]
+"""Returns a response message object, an EncodedResponse, or None (no response)."""
+
+
+class _CloseConnection(Exception):
+    """Raised inside a connection to close it after logging."""
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """One request's slot in the connection's response order."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    chunks: list[Chunk] | None = None
+    failed: bool = False
+
+
+def frame_response(correlation_id: int, header_version: int, body: Sequence[Chunk]) -> list[Chunk]:
+    """Size prefix + response header + body chunks."""
+    header = headers.encode_response_header(correlation_id, header_version)
+    size = len(header) + chunks_size(body)
+    return [_SIZE.pack(size) + header, *body]
+
+
+class _Connection:
+    """State of one client connection; lives inside its own nursery."""
+
+    def __init__(
+        self,
+        server: KafkaServer,
+        stream: trio.SocketStream,
+        listener_name: str,
+        peer: tuple[str, int],
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.socket = stream.socket
+        self.listener_name = listener_name
+        self.peer_host, self.peer_port = peer
+        self.in_flight = 0
+        self.last_activity = trio.current_time()
+        config = server.config
+        self.slots = trio.Semaphore(config.max_in_flight_requests)
+        self.order_send, self.order_receive = trio.open_memory_channel[_Pending](math.inf)
+        self.reader = FrameReader(
+            self.socket,
+            max_frame_bytes=config.socket_request_max_bytes,
+            receive_buffer_bytes=config.receive_buffer_bytes,
+        )
+
+    def describe(self) -> str:
+        return f"{self.peer_host}:{self.peer_port} on {self.listener_name}"
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_loop, nursery.cancel_scope)
+            nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
+            try:
+                await self._read_loop(nursery)
+            except (FrameError, headers.MalformedHeader, _CloseConnection) as error:
+                log.warning("closing connection from %s: %s", self.describe(), error)
+                nursery.cancel_scope.cancel()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+                log.debug("connection from %s ended: %r", self.describe(), error)
+                nursery.cancel_scope.cancel()
+            # Reader done (EOF or error): the writer flushes responses to earlier requests.
+            self.order_send.close()
+
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
+        while True:
+            await self.slots.acquire()
+            frame = await self.reader.next_frame()
+            if frame is None:
+                self.slots.release()
+                return
+            self.last_activity = trio.current_time()
+            prepared = self._prepare(frame)
+            pending = _Pending()
+            self.in_flight += 1
+            self.order_send.send_nowait(pending)
+            if isinstance(prepared, RequestContext):
+                nursery.start_soon(self._handle, prepared, pending)
+            else:
+                pending.chunks = prepared
+                pending.done.set()
+
+    def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
+        """Parse and check one request; raise _CloseConnection (or a header/codec error) to
+        close the connection; return the ApiVersions fallback response directly."""
+        api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
+        supported = self.server.supported
+        if api_key == protocol.API_VERSIONS_KEY:
+            entry = supported.get(api_key)
+            if entry is not None and api_version > entry.max_version:
+                # KIP-511: v0 body layout, header v0; keep the connection.
+                body = protocol.api_versions_v0_error_body(supported)
+                return frame_response(correlation_id, 0, [body])
+        entry = supported.get(api_key)
+        if entry is None:
+            raise _CloseConnection(f"unknown or unsupported API key {api_key}")
+        if not entry.accepts(api_version):
+            raise _CloseConnection(
+                f"received request for api with key {api_key} "
+                f"({codec.api_name(api_key)}) and unsupported version {api_version}"
+            )
+        header_version = protocol.request_header_version(api_key, api_version)
+        header, offset = headers.parse_request_header(frame, header_version)
+        try:
+            request = codec.decode_request(api_key, api_version, frame, offset)
+        except codec.CodecError as error:
+            raise _CloseConnection(
+                f"malformed {codec.api_name(api_key)} v{api_version} request "
+                f"(correlation id {correlation_id}): {error}"
+            ) from error
+        return RequestContext(
+            header=header,
+            request=request,
+            peer_host=self.peer_host,
+            peer_port=self.peer_port,
+            listener_name=self.listener_name,
+        )
+
+    async def _handle(self, context: RequestContext, pending: _Pending) -> None:
+        try:
+            response = await self.server.handler(context)
+            if response is not None:
+                pending.chunks = self._encode(context, response)
+        except Exception:
+            log.exception(
+                "handler for %s v%d from %s failed; closing the connection",
+                codec.api_name(context.api_key),
+                context.api_version,
+                self.describe(),
+            )
+            pending.failed = True
+        finally:
+            pending.done.set()
+
+    def _encode(self, context: RequestContext, response: Any) -> list[Chunk]:
+        header_version = protocol.response_header_version(context.api_key, context.api_version)
+        if isinstance(response, EncodedResponse):
+            body: Sequence[Chunk] = response.chunks
+        else:
+            expected = codec.response_class(context.api_key, context.api_version)
+            if type(response) is not expected:
+                raise TypeError(
+                    f"handler returned {type(response).__qualname__} for "
+                    f"{codec.api_name(context.api_key)} v{context.api_version}"
+                )
+            body = [codec.encode_response(response)]
+        return frame_response(context.correlation_id, header_version, body)
+
+    async def _write_loop(self, cancel_scope: trio.CancelScope) -> None:
+        try:
+            async for pending in self.order_receive:
+                await pending.done.wait()
+                if pending.failed:
+                    cancel_scope.cancel()
+                    return
+                if pending.chunks is not None:
+                    await send_chunks(self.socket, pending.chunks)
+                    self.last_activity = trio.current_time()
+                self.in_flight -= 1
+                self.slots.release()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+            log.debug("write to %s failed: %r", self.describe(), error)
+        cancel_scope.cancel()
+
+    async def _idle_watchdog(self, cancel_scope: trio.CancelScope) -> None:
+        idle_s = self.server.config.connections_max_idle_ms / 1000
+        while True:
+            deadline = self.last_activity + idle_s
+            if trio.current_time() >= deadline and self.in_flight == 0:
+                log.info("closing idle connection from %s", self.describe())
+                cancel_scope.cancel()
+                return
+            await trio.sleep_until(max(deadline, trio.current_time() + idle_s / 10))
+
+
+class KafkaServer:
+    """Serves the Kafka protocol on one or more listeners and calls `handler` per request."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        supported: protocol.SupportedApis,
+        config: ServerConfig | None = None,
+    ) -> None:
+        self.handler = handler
+        self.supported = supported
+        self.config = config or ServerConfig()
+        self._connections_by_ip: dict[str, int] = {}
+        self._connection_count = 0
+
+    @property
+    def connection_count(self) -> int:
+        return self._connection_count
+
+    async def serve(
+        self,
+        listeners: Sequence[Listener],
+        *,
+        task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Bind every listener, report the bound ports through `task_status`, serve forever."""
+        bound: list[BoundListener] = []
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+                port = sockets[0].socket.getsockname()[1]
+                bound.append(BoundListener(listener.name, listener.host, port))
+                nursery.start_soon(self._accept_loop, sockets, listener.name)
+            task_status.started(bound)
+
+    async def _accept_loop(self, sockets: list[trio.SocketListener], listener_name: str) -> None:
+        async def on_connection(stream: trio.SocketStream) -> None:
+            await self._serve_connection(stream, listener_name)
+
+        await trio.serve_listeners(on_connection, sockets)
+
+    async def _serve_connection(self, stream: trio.SocketStream, listener_name: str) -> None:
+        try:
+            peer = stream.socket.getpeername()
+        except OSError:
+            await stream.aclose()
+            return
+        ip = peer[0]
+        per_ip = self._connections_by_ip.get(ip, 0)
+        if self._connection_count >= self.config.max_connections:
+            log.warning("max.connections (%d) reached; closing %s", self._connection_count, ip)
+            await stream.aclose()
+            return
+        if per_ip >= self.config.max_connections_per_ip:
+            log.warning("max.connections.per.ip (%d) reached for %s; closing", per_ip, ip)
+            await stream.aclose()
+            return
+        self._connection_count += 1
+        self._connections_by_ip[ip] = per_ip + 1
+        try:
+            await _Connection(self, stream, listener_name, (ip, peer[1])).run()
+        finally:
+            self._connection_count -= 1
+            remaining = self._connections_by_ip[ip] - 1
+            if remaining:
+                self._connections_by_ip[ip] = remaining
+            else:
+                del self._connections_by_ip[ip]
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
