@@ -1,0 +1,41 @@
+"""Coordinator settings, with Kafka's names and defaults (§14 of SEEDS.md, KIP-134/345/389)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Broker settings the coordinator obeys.
+
+    group_initial_rebalance_delay_ms: `group.initial.rebalance.delay.ms` (KIP-134), 3000.
+    group_min_session_timeout_ms / group_max_session_timeout_ms: 6000 / 1800000; a JoinGroup
+        outside them gets INVALID_SESSION_TIMEOUT.
+    group_max_size: `group.max.size` (KIP-389), unbounded in Kafka (Integer.MAX_VALUE).
+    offsets_retention_minutes: `offsets.retention.minutes`, 10080 (7 days; the seeds' "1 day"
+        is the pre-2.0 default, SEEDS §16-D20).
+    offsets_retention_check_interval_ms: `offsets.retention.check.interval.ms`, 600000.
+    offset_metadata_max_bytes: `offset.metadata.max.bytes`, 4096.
+    offsets_topic_num_partitions: `offsets.topic.num.partitions`, 50.
+    new_member_join_timeout_ms: how long a member that joined but never completed a join may
+        wait in a rebalance (Kafka's `NewMemberJoinTimeoutMs`, 5 minutes).
+    max_groups: our own bound on the number of groups one coordinator partition holds.
+    """
+
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    offsets_topic_num_partitions: int = 50
+    new_member_join_timeout_ms: int = 300_000
+    max_groups: int = 100_000
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000

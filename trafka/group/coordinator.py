@@ -1,0 +1,1167 @@
+"""The classic group coordinator of one `__consumer_offsets` partition, as pure logic.
+
+Sans-I/O (STYLE 1, 5): every call takes `now_ms`; member ids come from a `random.Random`.
+A call returns its result and/or `Effects`:
+
+* `Effects.replies`: answers to *parked* requests. JoinGroup and SyncGroup may not be
+  answerable at once (GRP-10: the coordinator holds the JoinGroups until every member has
+  rejoined; followers' SyncGroups wait for the leader's assignment, GRP-08). The shell gives
+  each of those requests a `RequestId`; the answer, now or later, is a `Reply` addressed to it.
+  A JoinGroup/SyncGroup call's own answer is also delivered as a `Reply` when it is immediate.
+* `Effects.records`: `__consumer_offsets` records to append, in order (offset commits,
+  group metadata after a generation's assignment, tombstones for deletions and expiry).
+* Deadlines: `next_deadline_ms()` says when `tick(now_ms)` must be called next (session
+  expiry GRP-15/GRP-20, rebalance timeout, `group.initial.rebalance.delay.ms`, pending sync,
+  KIP-394 pending members, offset retention).
+
+Kafka's rules (apache/kafka `GroupCoordinator.scala` 2.x-3.x / `GroupMetadataManager.java`
+classic groups), summarised:
+
+* JoinGroup with an empty member id: v4+ dynamic members get MEMBER_ID_REQUIRED with a fresh
+  id and are "pending" until they rejoin with it (KIP-394); static members
+  (`group.instance.id`, KIP-345) join at once, and a static member that comes back with a new
+  member id *replaces* its old one: in Stable, when the selected protocol would not change,
+  it gets the current generation back with no rebalance, and its old id is fenced
+  (FENCED_INSTANCE_ID).
+* A join moves Empty/Stable/CompletingRebalance to PreparingRebalance. The rebalance
+  completes when every member has rejoined (and no KIP-394 member is pending) or when the
+  rebalance timeout (max of the members') passes; members that did not rejoin are removed
+  (static ones stay, until their session expires). A group that was Empty waits
+  `group.initial.rebalance.delay.ms` first, extended while new members keep arriving, up to
+  the rebalance timeout (KIP-134). The leader gets every member's metadata for the selected
+  protocol: the one every member supports with the most first-choice votes (GRP-04, GRP-10).
+* SyncGroup: the leader's assignment is stored (a GroupMetadata record) and distributed,
+  each member seeing only its own bytes (GRP-08). Members that do not sync within the
+  rebalance timeout are removed (Kafka's pending-sync timer).
+* Heartbeat: REBALANCE_IN_PROGRESS in PreparingRebalance, ILLEGAL_GENERATION,
+  UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (GRP-16, GRP-18).
+* OffsetCommit: "simple" commits (generation -1) to Empty or unknown groups; otherwise the
+  member and generation must match; CompletingRebalance answers REBALANCE_IN_PROGRESS (GRP-12).
+* Offsets expire `offsets.retention.minutes` after the group became Empty (or after the
+  commit for simple groups, or for topics a Stable consumer group no longer subscribes to,
+  KIP-211/KIP-496); an Empty group with no offsets left becomes Dead and is tombstoned.
+
+Not implemented: transactional offset commits (TxnOffsetCommit, `require_stable`), the
+KIP-848 consumer group protocol, upgrading/downgrading group types, reverting state when the
+shell fails to append records (the shell answers an error instead; see `group_service`),
+shrinking a group that is over a lowered `group.max.size` at rebalance.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from trafka.group.config import GroupConfig
+from trafka.group.consumer_protocol import subscribed_topics
+from trafka.group.messages import (
+    NO_LEADER_EPOCH,
+    NO_OFFSET,
+    UNKNOWN_MEMBER_ID,
+    FetchedOffset,
+    GroupDeletion,
+    GroupDescription,
+    GroupListing,
+    HeartbeatRequest,
+    JoinedMember,
+    JoinGroupRequest,
+    JoinGroupResult,
+    LeaveGroupResult,
+    LeavingMember,
+    LeftMember,
+    MemberDescription,
+    OffsetCommitRequest,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    PartitionError,
+    Protocol,
+    RequestId,
+    SyncGroupRequest,
+    SyncGroupResult,
+    TopicPartition,
+)
+from trafka.group.records import (
+    GroupMetadataRecord,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitRecord,
+    OffsetCommitValue,
+    OffsetsTopicRecord,
+    UnknownRecord,
+)
+from trafka.group.state import GroupState, check_transition
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+# JoinGroup v9 lets a static leader that replaced itself skip computing an assignment (KIP-814).
+_SKIP_ASSIGNMENT_MIN_VERSION = 9
+_MEMBER_ID_REQUIRED_MIN_VERSION = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to a parked JoinGroup or SyncGroup."""
+
+    request_id: RequestId
+    result: JoinGroupResult | SyncGroupResult
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    replies: tuple[Reply, ...] = ()
+    records: tuple[OffsetsTopicRecord, ...] = ()
+
+
+@dataclass(slots=True)
+class _EffectsBuilder:
+    replies: list[Reply] = field(default_factory=list)
+    records: list[OffsetsTopicRecord] = field(default_factory=list)
+
+    def reply(self, request_id: RequestId, result: JoinGroupResult | SyncGroupResult) -> None:
+        self.replies.append(Reply(request_id, result))
+
+    def build(self) -> Effects:
+        return Effects(tuple(self.replies), tuple(self.records))
+
+
+@dataclass(slots=True)
+class _ParkedJoin:
+    request_id: RequestId
+    api_version: int
+
+
+@dataclass(slots=True)
+class _Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[Protocol, ...]
+    assignment: bytes = b""
+    parked_join: _ParkedJoin | None = None
+    parked_sync: RequestId | None = None
+    is_new: bool = False
+    joined_at_ms: int = 0
+    last_heartbeat_ms: int = 0
+
+    def protocol_names(self) -> list[str]:
+        return [protocol.name for protocol in self.protocols]
+
+    def metadata_for(self, protocol_name: str | None) -> bytes:
+        for protocol in self.protocols:
+            if protocol.name == protocol_name:
+                return protocol.metadata
+        return b""
+
+    def matches(self, protocols: tuple[Protocol, ...]) -> bool:
+        return self.protocols == protocols
+
+    def expiry_ms(self, config: GroupConfig) -> int | None:
+        """When the coordinator gives up on this member (Kafka's `shouldKeepAlive`)."""
+        if self.parked_join is not None:
+            # A member waiting in a rebalance is alive; a brand-new one only for so long.
+            return self.joined_at_ms + config.new_member_join_timeout_ms if self.is_new else None
+        if self.parked_sync is not None:
+            return None
+        return self.last_heartbeat_ms + self.session_timeout_ms
+
+
+@dataclass(slots=True)
+class _Group:
+    group_id: str
+    state: GroupState
+    state_timestamp_ms: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    generation_id: int = 0
+    leader_id: str | None = None
+    members: dict[str, _Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> expiry ms
+    offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    join_deadline_ms: int | None = None
+    initial_delay_remaining_ms: int | None = None  # not None while in the initial delay
+    new_member_added: bool = False
+    pending_sync: set[str] = field(default_factory=set)
+    sync_deadline_ms: int | None = None
+
+    def transition_to(self, target: GroupState, now_ms: int) -> None:
+        check_transition(self.state, target)
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
+
+    def all_members_joined(self) -> bool:
+        return not self.pending_members and all(
+            member.parked_join is not None for member in self.members.values()
+        )
+
+    def supports_protocols(self, protocol_type: str, protocols: tuple[Protocol, ...]) -> bool:
+        if not protocol_type or not protocols:
+            return False
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        names = {protocol.name for protocol in protocols}
+        return bool(names & self._candidate_protocols())
+
+    def _candidate_protocols(self) -> set[str]:
+        members = iter(self.members.values())
+        candidates = set(next(members).protocol_names())
+        for member in members:
+            candidates &= set(member.protocol_names())
+        return candidates
+
+    def select_protocol(self) -> str:
+        """Among the protocols every member supports, the most first choices (GRP-10)."""
+        candidates = self._candidate_protocols()
+        if not candidates:
+            raise AssertionError("select_protocol on a group with no common protocol")
+        votes: dict[str, int] = {}
+        order: list[str] = []
+        for member in self.members.values():
+            choice = next(name for name in member.protocol_names() if name in candidates)
+            if choice not in votes:
+                order.append(choice)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(order, key=lambda name: votes[name])  # ties: first voted, deterministic
+
+    def is_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        if group_instance_id is None:
+            return False
+        known = self.static_members.get(group_instance_id)
+        return known is not None and known != member_id
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """Union of the members' subscriptions, if the group speaks the consumer protocol."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            member_topics = subscribed_topics(member.metadata_for(self.protocol_name))
+            if member_topics is None:
+                return None
+            topics |= member_topics
+        return frozenset(topics)
+
+    def metadata_record(self) -> GroupMetadataRecord:
+        members = tuple(
+            MemberMetadata(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                session_timeout_ms=member.session_timeout_ms,
+                subscription=member.metadata_for(self.protocol_name),
+                assignment=member.assignment,
+            )
+            for member in self.members.values()
+        )
+        value = GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=self.protocol_name,
+            leader=self.leader_id,
+            current_state_timestamp_ms=self.state_timestamp_ms,
+            members=members,
+        )
+        return GroupMetadataRecord(self.group_id, value)
+
+
+class GroupCoordinator:
+    """The groups of one `__consumer_offsets` partition. Not thread-safe; one owner (the shell)."""
+
+    def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int = 0) -> None:
+        self._config = config
+        self._rng = rng
+        self._groups: dict[str, _Group] = {}
+        self._next_retention_check_ms = now_ms + config.offsets_retention_check_interval_ms
+
+    # --- loading (failover, GRP-05) ------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        config: GroupConfig,
+        rng: random.Random,
+        records: Iterable[OffsetsTopicRecord],
+        now_ms: int,
+    ) -> GroupCoordinator:
+        """Rebuild the state of a partition from its records, in log order (last one wins).
+
+        Groups with members come back Stable (Kafka's `loadGroup`), with every session
+        restarting at `now_ms`; groups without members come back Empty.
+        """
+        coordinator = cls(config, rng, now_ms)
+        metadata: dict[str, GroupMetadataValue] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        for record in records:
+            if isinstance(record, UnknownRecord):
+                continue
+            if isinstance(record, OffsetCommitRecord):
+                group_offsets = offsets.setdefault(record.group_id, {})
+                if record.value is None:
+                    group_offsets.pop((record.topic, record.partition), None)
+                else:
+                    group_offsets[(record.topic, record.partition)] = record.value
+            elif record.value is None:
+                metadata.pop(record.group_id, None)
+            else:
+                metadata[record.group_id] = record.value
+        for group_id in list(metadata) + [g for g in offsets if g not in metadata]:
+            value = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = _Group(group_id, GroupState.EMPTY, now_ms, offsets=dict(group_offsets))
+            if value is not None:
+                coordinator._restore_metadata(group, value, now_ms)
+            coordinator._groups[group_id] = group
+        return coordinator
+
+    def _restore_metadata(self, group: _Group, value: GroupMetadataValue, now_ms: int) -> None:
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        group.state_timestamp_ms = (
+            value.current_state_timestamp_ms if value.current_state_timestamp_ms >= 0 else now_ms
+        )
+        for stored in value.members:
+            member = _Member(
+                member_id=stored.member_id,
+                group_instance_id=stored.group_instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                session_timeout_ms=stored.session_timeout_ms,
+                protocol_type=value.protocol_type,
+                protocols=(Protocol(value.protocol or "", stored.subscription),),
+                assignment=stored.assignment,
+                last_heartbeat_ms=now_ms,
+            )
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        if group.members:
+            group.state = GroupState.STABLE
+
+    # --- JoinGroup -----------------------------------------------------------------------
+
+    def join_group(self, request_id: RequestId, request: JoinGroupRequest, now_ms: int) -> Effects:
+        effects = _EffectsBuilder()
+        error = self._validate_join(request)
+        if error is not None:
+            effects.reply(request_id, JoinGroupResult(error, member_id=request.member_id))
+            return effects.build()
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                effects.reply(
+                    request_id,
+                    JoinGroupResult(ErrorCode.unknown_member_id, member_id=request.member_id),
+                )
+                return effects.build()
+            if len(self._groups) >= self._config.max_groups:
+                effects.reply(request_id, JoinGroupResult(ErrorCode.coordinator_not_available))
+                return effects.build()
+            group = _Group(request.group_id, GroupState.EMPTY, now_ms)
+            self._groups[request.group_id] = group
+        if request.member_id == UNKNOWN_MEMBER_ID:
+            self._join_unknown_member(group, request_id, request, now_ms, effects)
+        else:
+            self._join_known_member(group, request_id, request, now_ms, effects)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, effects)
+        if (
+            group.state is GroupState.EMPTY
+            and group.generation_id == 0
+            and not (group.members or group.offsets or group.pending_members)
+        ):
+            del self._groups[group.group_id]  # a failed first join leaves nothing behind
+        return effects.build()
+
+    def _validate_join(self, request: JoinGroupRequest) -> ErrorCode | None:
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        if not (
+            self._config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= self._config.group_max_session_timeout_ms
+        ):
+            return ErrorCode.invalid_session_timeout
+        if not request.protocol_type or not request.protocols:
+            return ErrorCode.inconsistent_group_protocol
+        return None
+
+    def _new_member_id(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
+
+    def _join_unknown_member(
+        self,
+        group: _Group,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        now_ms: int,
+        effects: _EffectsBuilder,
+    ) -> None:
+        if not group.supports_protocols(request.protocol_type, request.protocols):
+            effects.reply(request_id, JoinGroupResult(ErrorCode.inconsistent_group_protocol))
+            return
+        instance_id = request.group_instance_id
+        replacing = instance_id is not None and instance_id in group.static_members
+        group_size = len(group.members) + len(group.pending_members)
+        if not replacing and group_size >= self._config.group_max_size:
+            effects.reply(request_id, JoinGroupResult(ErrorCode.group_max_size_reached))
+            return
+        member_id = self._new_member_id(instance_id or request.client_id)
+        if instance_id is not None:
+            if replacing:
+                self._replace_static_member(group, request_id, request, member_id, now_ms, effects)
+            else:
+                self._add_member_and_rebalance(
+                    group, request_id, request, member_id, now_ms, effects
+                )
+        elif request.api_version >= _MEMBER_ID_REQUIRED_MIN_VERSION:
+            # KIP-394: the member must come back with this id; until then it is "pending".
+            group.pending_members[member_id] = now_ms + request.session_timeout_ms
+            effects.reply(
+                request_id, JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
+            )
+        else:
+            self._add_member_and_rebalance(group, request_id, request, member_id, now_ms, effects)
+
+    def _join_known_member(
+        self,
+        group: _Group,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        now_ms: int,
+        effects: _EffectsBuilder,
+    ) -> None:
+        member_id = request.member_id
+        if member_id in group.pending_members:
+            if not group.supports_protocols(request.protocol_type, request.protocols):
+                effects.reply(
+                    request_id,
+                    JoinGroupResult(ErrorCode.inconsistent_group_protocol, member_id=member_id),
+                )
+                return
+            del group.pending_members[member_id]
+            self._add_member_and_rebalance(group, request_id, request, member_id, now_ms, effects)
+            return
+        if group.is_fenced(member_id, request.group_instance_id):
+            # Another incarnation of this static member owns the instance id now (KIP-345).
+            effects.reply(
+                request_id, JoinGroupResult(ErrorCode.fenced_instance_id, member_id=member_id)
+            )
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            effects.reply(
+                request_id, JoinGroupResult(ErrorCode.unknown_member_id, member_id=member_id)
+            )
+            return
+        if not group.supports_protocols(request.protocol_type, request.protocols):
+            effects.reply(
+                request_id,
+                JoinGroupResult(ErrorCode.inconsistent_group_protocol, member_id=member_id),
+            )
+            return
+        member.last_heartbeat_ms = now_ms
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, request_id, request, now_ms, effects)
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(request.protocols):
+                # The join response was lost: send the current generation again.
+                effects.reply(request_id, self._join_result(group, member, request.api_version))
+            else:
+                self._update_member_and_rebalance(
+                    group, member, request_id, request, now_ms, effects
+                )
+        elif group.state is GroupState.STABLE:
+            if member.member_id == group.leader_id or not member.matches(request.protocols):
+                # GRP-13: the leader rejoining or changed metadata starts a rebalance.
+                self._update_member_and_rebalance(
+                    group, member, request_id, request, now_ms, effects
+                )
+            else:
+                effects.reply(request_id, self._join_result(group, member, request.api_version))
+        else:
+            raise AssertionError(f"member {member_id} in a group in state {group.state}")
+
+    def _add_member_and_rebalance(
+        self,
+        group: _Group,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        member_id: str,
+        now_ms: int,
+        effects: _EffectsBuilder,
+    ) -> None:
+        member = _Member(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            session_timeout_ms=request.session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=request.protocols,
+            parked_join=_ParkedJoin(request_id, request.api_version),
+            is_new=True,
+            joined_at_ms=now_ms,
+            last_heartbeat_ms=now_ms,
+        )
+        if not group.members:
+            group.protocol_type = request.protocol_type
+        group.members[member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member_id
+        if group.leader_id is None:
+            group.leader_id = member_id
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True  # lets the initial delay extend (KIP-134)
+        self._maybe_prepare_rebalance(group, now_ms, effects)
+
+    def _update_member_and_rebalance(
+        self,
+        group: _Group,
+        member: _Member,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        now_ms: int,
+        effects: _EffectsBuilder,
+    ) -> None:
+        if member.parked_join is not None:
+            # A retried JoinGroup replaces the parked one; answer the old one so no request
+            # is left hanging.
+            effects.reply(
+                member.parked_join.request_id,
+                JoinGroupResult(ErrorCode.rebalance_in_progress, member_id=member.member_id),
+            )
+        member.protocols = request.protocols
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        member.parked_join = _ParkedJoin(request_id, request.api_version)
+        member.joined_at_ms = now_ms
+        self._maybe_prepare_rebalance(group, now_ms, effects)
+
+    def _replace_static_member(
+        self,
+        group: _Group,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        new_member_id: str,
+        now_ms: int,
+        effects: _EffectsBuilder,
+    ) -> None:
+        """KIP-345: a static member restarted; its new id takes over the old member."""
+        instance_id = request.group_instance_id
+        assert instance_id is not None
+        old_member_id = group.static_members[instance_id]
+        old = group.members.pop(old_member_id)
+        if old.parked_join is not None:
+            effects.reply(
+                old.parked_join.request_id,
+                JoinGroupResult(ErrorCode.fenced_instance_id, member_id=old_member_id),
+            )
+        if old.parked_sync is not None:
+            effects.reply(old.parked_sync, SyncGroupResult(ErrorCode.fenced_instance_id))
+        previous_leader = group.leader_id
+        old.member_id = new_member_id
+        old.parked_join = None
+        old.parked_sync = None
+        old.last_heartbeat_ms = now_ms
+        group.members[new_member_id] = old
+        group.static_members[instance_id] = new_member_id
+        if group.leader_id == old_member_id:
+            group.leader_id = new_member_id
+        if old_member_id in group.pending_sync:
+            group.pending_sync.discard(old_member_id)
+            group.pending_sync.add(new_member_id)
+        member = old
+        if group.state is GroupState.STABLE:
+            member.protocols = request.protocols
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+            member.session_timeout_ms = request.session_timeout_ms
+            if group.select_protocol() == group.protocol_name:
+                # No rebalance: persist the new id and hand back the current generation.
+                effects.records.append(group.metadata_record())
+                is_leader = group.leader_id == new_member_id
+                skip = is_leader and request.api_version >= _SKIP_ASSIGNMENT_MIN_VERSION
+                effects.reply(
+                    request_id,
+                    JoinGroupResult(
+                        ErrorCode.none,
+                        member_id=new_member_id,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        # Older clients must not think they lead (they would compute an
+                        # assignment a Stable group never distributes): the old id.
+                        leader=(new_member_id if skip else previous_leader) or "",
+                        members=self._member_list(group) if skip else (),
+                        skip_assignment=skip,
+                    ),
+                )
+                return
+        self._update_member_and_rebalance(group, member, request_id, request, now_ms, effects)
+
+    def _maybe_prepare_rebalance(
+        self, group: _Group, now_ms: int, effects: _EffectsBuilder
+    ) -> None:
+        if group.state in (
+            GroupState.EMPTY,
+            GroupState.STABLE,
+            GroupState.COMPLETING_REBALANCE,
+        ):
+            self._prepare_rebalance(group, now_ms, effects)
+
+    def _prepare_rebalance(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():
+                member.assignment = b""
+                if member.parked_sync is not None:
+                    effects.reply(
+                        member.parked_sync, SyncGroupResult(ErrorCode.rebalance_in_progress)
+                    )
+                    member.parked_sync = None
+        group.pending_sync.clear()
+        group.sync_deadline_ms = None
+        initial_delay_ms = self._config.group_initial_rebalance_delay_ms
+        if group.state is GroupState.EMPTY and initial_delay_ms > 0:
+            group.join_deadline_ms = now_ms + initial_delay_ms
+            group.initial_delay_remaining_ms = max(
+                group.rebalance_timeout_ms() - initial_delay_ms, 0
+            )
+            group.new_member_added = False
+        else:
+            group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()
+            group.initial_delay_remaining_ms = None
+        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+
+    def _maybe_complete_join(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        """Kafka's DelayedJoin/InitialDelayedJoin: complete now if the time has come."""
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        deadline_ms = group.join_deadline_ms
+        assert deadline_ms is not None
+        if group.initial_delay_remaining_ms is not None:
+            if now_ms < deadline_ms:
+                return  # the initial delay always runs its course
+            remaining_ms = group.initial_delay_remaining_ms
+            if group.new_member_added and remaining_ms > 0:
+                delay_ms = min(self._config.group_initial_rebalance_delay_ms, remaining_ms)
+                group.join_deadline_ms = now_ms + delay_ms
+                group.initial_delay_remaining_ms = max(remaining_ms - delay_ms, 0)
+                group.new_member_added = False
+                return
+        elif now_ms < deadline_ms and not group.all_members_joined():
+            return
+        self._complete_join(group, now_ms, effects)
+
+    def _complete_join(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        for member in list(group.members.values()):
+            if member.parked_join is None and member.group_instance_id is None:
+                self._remove_member(group, member)
+        group.join_deadline_ms = None
+        group.initial_delay_remaining_ms = None
+        group.new_member_added = False
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.transition_to(GroupState.EMPTY, now_ms)
+            effects.records.append(group.metadata_record())
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        for member in group.members.values():
+            if member.parked_join is None:
+                continue  # a static member that did not rejoin keeps its session
+            parked = member.parked_join
+            member.parked_join = None
+            member.is_new = False
+            member.last_heartbeat_ms = now_ms
+            effects.reply(parked.request_id, self._join_result(group, member, parked.api_version))
+        group.pending_sync = set(group.members)
+        group.sync_deadline_ms = now_ms + group.rebalance_timeout_ms()
+
+    def _member_list(self, group: _Group) -> tuple[JoinedMember, ...]:
+        return tuple(
+            JoinedMember(
+                member.member_id,
+                member.group_instance_id,
+                member.metadata_for(group.protocol_name),
+            )
+            for member in group.members.values()
+        )
+
+    def _join_result(self, group: _Group, member: _Member, api_version: int) -> JoinGroupResult:
+        is_leader = member.member_id == group.leader_id
+        return JoinGroupResult(
+            ErrorCode.none,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=self._member_list(group) if is_leader else (),
+        )
+
+    # --- SyncGroup -----------------------------------------------------------------------
+
+    def sync_group(self, request_id: RequestId, request: SyncGroupRequest, now_ms: int) -> Effects:
+        effects = _EffectsBuilder()
+        group = self._groups.get(request.group_id)
+        error = self._check_member(group, request.member_id, request.group_instance_id)
+        if error is None and group is not None:
+            if request.generation_id != group.generation_id:
+                error = ErrorCode.illegal_generation
+            elif (
+                request.protocol_type is not None and request.protocol_type != group.protocol_type
+            ) or (
+                request.protocol_name is not None and request.protocol_name != group.protocol_name
+            ):
+                error = ErrorCode.inconsistent_group_protocol
+            elif group.state is GroupState.PREPARING_REBALANCE:
+                error = ErrorCode.rebalance_in_progress
+        if error is not None or group is None:
+            effects.reply(request_id, SyncGroupResult(error or ErrorCode.unknown_member_id))
+            return effects.build()
+        member = group.members[request.member_id]
+        member.last_heartbeat_ms = now_ms
+        group.pending_sync.discard(member.member_id)
+        if group.state is GroupState.STABLE:
+            effects.reply(request_id, self._sync_result(group, member))
+            return effects.build()
+        assert group.state is GroupState.COMPLETING_REBALANCE
+        if member.parked_sync is not None:
+            effects.reply(member.parked_sync, SyncGroupResult(ErrorCode.rebalance_in_progress))
+        member.parked_sync = request_id
+        if member.member_id == group.leader_id:
+            assignments = dict(request.assignments)
+            for each in group.members.values():
+                each.assignment = assignments.get(each.member_id, b"")
+            effects.records.append(group.metadata_record())
+            group.transition_to(GroupState.STABLE, now_ms)
+            for each in group.members.values():
+                if each.parked_sync is not None:
+                    effects.reply(each.parked_sync, self._sync_result(group, each))
+                    each.parked_sync = None
+                    each.last_heartbeat_ms = now_ms
+        return effects.build()
+
+    def _sync_result(self, group: _Group, member: _Member) -> SyncGroupResult:
+        return SyncGroupResult(
+            ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment
+        )
+
+    def _check_member(
+        self, group: _Group | None, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        if group is None or member_id not in group.members:
+            if (
+                group is not None
+                and group_instance_id is not None
+                and group.is_fenced(member_id, group_instance_id)
+            ):
+                return ErrorCode.fenced_instance_id
+            return ErrorCode.unknown_member_id
+        if group.is_fenced(member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        return None
+
+    # --- Heartbeat -----------------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> ErrorCode:
+        group = self._groups.get(request.group_id)
+        error = self._check_member(group, request.member_id, request.group_instance_id)
+        if error is not None or group is None:
+            return error or ErrorCode.unknown_member_id
+        if request.generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        group.members[request.member_id].last_heartbeat_ms = now_ms
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # --- LeaveGroup ----------------------------------------------------------------------
+
+    def leave_group(
+        self, group_id: str, leaving: tuple[LeavingMember, ...], now_ms: int
+    ) -> tuple[LeaveGroupResult, Effects]:
+        effects = _EffectsBuilder()
+        group = self._groups.get(group_id)
+        if group is None:
+            members = tuple(
+                LeftMember(m.member_id, m.group_instance_id, ErrorCode.unknown_member_id)
+                for m in leaving
+            )
+            return LeaveGroupResult(ErrorCode.none, members), effects.build()
+        results = []
+        for each in leaving:
+            error = self._leave_one(group, each, now_ms, effects)
+            results.append(LeftMember(each.member_id, each.group_instance_id, error))
+        return LeaveGroupResult(ErrorCode.none, tuple(results)), effects.build()
+
+    def _leave_one(
+        self, group: _Group, leaving: LeavingMember, now_ms: int, effects: _EffectsBuilder
+    ) -> ErrorCode:
+        member_id = leaving.member_id
+        if leaving.group_instance_id is not None:
+            known = group.static_members.get(leaving.group_instance_id)
+            if known is None:
+                return ErrorCode.unknown_member_id
+            if member_id != UNKNOWN_MEMBER_ID and member_id != known:
+                return ErrorCode.fenced_instance_id
+            member_id = known
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            self._maybe_complete_join(group, now_ms, effects)
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        self._remove_member_and_update_group(group, member, now_ms, effects)
+        return ErrorCode.none
+
+    def _remove_member(self, group: _Group, member: _Member) -> None:
+        del group.members[member.member_id]
+        instance_id = member.group_instance_id
+        if instance_id is not None and group.static_members.get(instance_id) == member.member_id:
+            del group.static_members[instance_id]
+        group.pending_sync.discard(member.member_id)
+        if group.leader_id == member.member_id:
+            joined = [m for m in group.members.values() if m.parked_join is not None]
+            candidates = joined or list(group.members.values())
+            group.leader_id = candidates[0].member_id if candidates else None
+
+    def _remove_member_and_update_group(
+        self, group: _Group, member: _Member, now_ms: int, effects: _EffectsBuilder
+    ) -> None:
+        if member.parked_join is not None:
+            effects.reply(
+                member.parked_join.request_id,
+                JoinGroupResult(ErrorCode.unknown_member_id, member_id=member.member_id),
+            )
+        if member.parked_sync is not None:
+            effects.reply(member.parked_sync, SyncGroupResult(ErrorCode.unknown_member_id))
+        self._remove_member(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now_ms, effects)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, effects)
+
+    # --- OffsetCommit / OffsetFetch / OffsetDelete ---------------------------------------
+
+    def offset_commit(
+        self, request: OffsetCommitRequest, now_ms: int
+    ) -> tuple[tuple[PartitionError, ...], Effects]:
+        effects = _EffectsBuilder()
+        error = self._check_commit(request, now_ms)
+        if error is not None:
+            errors = tuple(PartitionError(p.topic, p.partition, error) for p in request.partitions)
+            return errors, effects.build()
+        group = self._groups[request.group_id]
+        member = group.members.get(request.member_id)
+        if member is not None:
+            member.last_heartbeat_ms = now_ms
+        results = []
+        for partition in request.partitions:
+            metadata = partition.metadata or ""
+            if len(metadata.encode("utf-8")) > self._config.offset_metadata_max_bytes:
+                results.append(
+                    PartitionError(
+                        partition.topic, partition.partition, ErrorCode.offset_metadata_too_large
+                    )
+                )
+                continue
+            # An explicit retention (v2-v4, which carry no leader epoch) is stored as value v1.
+            value = OffsetCommitValue(
+                offset=partition.offset,
+                leader_epoch=partition.leader_epoch if request.retention_time_ms < 0 else -1,
+                metadata=metadata,
+                commit_timestamp_ms=now_ms,
+                expire_timestamp_ms=(
+                    now_ms + request.retention_time_ms if request.retention_time_ms >= 0 else -1
+                ),
+            )
+            group.offsets[(partition.topic, partition.partition)] = value
+            effects.records.append(
+                OffsetCommitRecord(group.group_id, partition.topic, partition.partition, value)
+            )
+            results.append(PartitionError(partition.topic, partition.partition, ErrorCode.none))
+        return tuple(results), effects.build()
+
+    def _check_commit(self, request: OffsetCommitRequest, now_ms: int) -> ErrorCode | None:
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.generation_id >= 0:
+                return ErrorCode.illegal_generation
+            if len(self._groups) >= self._config.max_groups:
+                return ErrorCode.coordinator_not_available
+            self._groups[request.group_id] = _Group(request.group_id, GroupState.EMPTY, now_ms)
+            return None
+        if group.is_fenced(request.member_id, request.group_instance_id):
+            return ErrorCode.fenced_instance_id
+        if request.generation_id < 0 and group.state is GroupState.EMPTY:
+            return None  # a "simple" consumer: Kafka is only its offset store
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        if request.member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if request.generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        return None
+
+    def offset_fetch(
+        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+    ) -> OffsetFetchResult:
+        """`partitions=None` asks for every committed offset of the group (v2+)."""
+        group = self._groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            keys = sorted(offsets)
+        else:
+            keys = [(p.topic, p.partition) for p in partitions]
+        fetched = []
+        for topic, partition in keys:
+            value = offsets.get((topic, partition))
+            if value is None:
+                fetched.append(
+                    FetchedOffset(topic, partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
+                )
+            else:
+                fetched.append(
+                    FetchedOffset(
+                        topic,
+                        partition,
+                        value.offset,
+                        value.leader_epoch,
+                        value.metadata,
+                        ErrorCode.none,
+                    )
+                )
+        return OffsetFetchResult(ErrorCode.none, tuple(fetched))
+
+    def offset_delete(
+        self, group_id: str, partitions: tuple[TopicPartition, ...], now_ms: int
+    ) -> tuple[OffsetDeleteResult, Effects]:
+        """KIP-496: delete committed offsets of topics the group does not consume."""
+        effects = _EffectsBuilder()
+        group = self._groups.get(group_id)
+        if group is None:
+            return OffsetDeleteResult(ErrorCode.group_id_not_found), effects.build()
+        subscribed: frozenset[str] = frozenset()
+        if group.state is not GroupState.EMPTY:
+            topics = group.subscribed_topics()
+            if topics is None:
+                return OffsetDeleteResult(ErrorCode.non_empty_group), effects.build()
+            subscribed = topics
+        results = []
+        for partition in partitions:
+            if partition.topic in subscribed:
+                error = ErrorCode.group_subscribed_to_topic
+            else:
+                error = ErrorCode.none
+                if group.offsets.pop((partition.topic, partition.partition), None) is not None:
+                    effects.records.append(
+                        OffsetCommitRecord(group_id, partition.topic, partition.partition, None)
+                    )
+            results.append(PartitionError(partition.topic, partition.partition, error))
+        return OffsetDeleteResult(ErrorCode.none, tuple(results)), effects.build()
+
+    # --- DescribeGroups / ListGroups / DeleteGroups --------------------------------------
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        group = self._groups.get(group_id)
+        if group is None:
+            return GroupDescription(group_id, ErrorCode.none, GroupState.DEAD.kafka_name, "", "")
+        stable = group.state is GroupState.STABLE
+        members = tuple(
+            MemberDescription(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                metadata=member.metadata_for(group.protocol_name) if stable else b"",
+                assignment=member.assignment if stable else b"",
+            )
+            for member in group.members.values()
+        )
+        return GroupDescription(
+            group_id=group_id,
+            error=ErrorCode.none,
+            state=group.state.kafka_name,
+            protocol_type=group.protocol_type or "",
+            protocol=(group.protocol_name or "") if stable else "",
+            members=members,
+        )
+
+    def list_groups(self, states: frozenset[GroupState] | None = None) -> tuple[GroupListing, ...]:
+        return tuple(
+            GroupListing(group.group_id, group.protocol_type or "", group.state.kafka_name)
+            for group in self._groups.values()
+            if states is None or group.state in states
+        )
+
+    def delete_groups(
+        self, group_ids: tuple[str, ...], now_ms: int
+    ) -> tuple[tuple[GroupDeletion, ...], Effects]:
+        effects = _EffectsBuilder()
+        results = []
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is None:
+                error = ErrorCode.group_id_not_found
+            elif group.state is not GroupState.EMPTY:
+                error = ErrorCode.non_empty_group
+            else:
+                error = ErrorCode.none
+                self._delete_group(group, now_ms, effects)
+            results.append(GroupDeletion(group_id, error))
+        return tuple(results), effects.build()
+
+    def _delete_group(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        for topic, partition in sorted(group.offsets):
+            effects.records.append(OffsetCommitRecord(group.group_id, topic, partition, None))
+        group.offsets.clear()
+        group.transition_to(GroupState.DEAD, now_ms)
+        effects.records.append(GroupMetadataRecord(group.group_id, None))
+        del self._groups[group.group_id]
+
+    # --- time ----------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int:
+        """The earliest time `tick` has work to do (at latest the next retention check)."""
+        deadline_ms = self._next_retention_check_ms
+        for group in self._groups.values():
+            for expiry_ms in group.pending_members.values():
+                deadline_ms = min(deadline_ms, expiry_ms)
+            for member in group.members.values():
+                member_expiry_ms = member.expiry_ms(self._config)
+                if member_expiry_ms is not None:
+                    deadline_ms = min(deadline_ms, member_expiry_ms)
+            if group.join_deadline_ms is not None:
+                deadline_ms = min(deadline_ms, group.join_deadline_ms)
+            if group.sync_deadline_ms is not None and group.pending_sync:
+                deadline_ms = min(deadline_ms, group.sync_deadline_ms)
+        return deadline_ms
+
+    def tick(self, now_ms: int) -> Effects:
+        """Run every timer due at `now_ms`: expiries, rebalance timeouts, retention."""
+        effects = _EffectsBuilder()
+        for group in list(self._groups.values()):
+            self._tick_group(group, now_ms, effects)
+        if now_ms >= self._next_retention_check_ms:
+            self._next_retention_check_ms = (
+                now_ms + self._config.offsets_retention_check_interval_ms
+            )
+            self._expire_offsets(now_ms, effects)
+        return effects.build()
+
+    def _tick_group(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        for member_id, pending_expiry_ms in list(group.pending_members.items()):
+            if now_ms >= pending_expiry_ms:
+                del group.pending_members[member_id]
+        for member in list(group.members.values()):
+            expiry_ms = member.expiry_ms(self._config)
+            if expiry_ms is not None and now_ms >= expiry_ms and member.member_id in group.members:
+                self._remove_member_and_update_group(group, member, now_ms, effects)
+        if (
+            group.sync_deadline_ms is not None
+            and now_ms >= group.sync_deadline_ms
+            and group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+        ):
+            unsynced = [group.members[m] for m in group.pending_sync if m in group.members]
+            group.pending_sync.clear()
+            group.sync_deadline_ms = None
+            for member in unsynced:
+                if member.member_id in group.members:
+                    self._remove_member_and_update_group(group, member, now_ms, effects)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, effects)
+
+    def expire_offsets(self, now_ms: int) -> Effects:
+        """`offsets.retention.minutes` (KIP-211): tombstone expired offsets, drop dead groups."""
+        builder = _EffectsBuilder()
+        self._expire_offsets(now_ms, builder)
+        return builder.build()
+
+    def _expire_offsets(self, now_ms: int, builder: _EffectsBuilder) -> None:
+        retention_ms = self._config.offsets_retention_ms
+        for group in list(self._groups.values()):
+            subscribed: frozenset[str] = frozenset()
+            if group.state is GroupState.EMPTY:
+                use_state_time = group.protocol_type is not None
+            elif group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                topics = group.subscribed_topics()
+                if topics is None:
+                    continue
+                subscribed, use_state_time = topics, False
+            else:
+                continue
+            for (topic, partition), value in sorted(group.offsets.items()):
+                if topic in subscribed:
+                    continue
+                if value.expire_timestamp_ms >= 0:
+                    expired = now_ms >= value.expire_timestamp_ms
+                else:
+                    base_ms = (
+                        group.state_timestamp_ms if use_state_time else value.commit_timestamp_ms
+                    )
+                    expired = now_ms - base_ms >= retention_ms
+                if expired:
+                    del group.offsets[(topic, partition)]
+                    builder.records.append(
+                        OffsetCommitRecord(group.group_id, topic, partition, None)
+                    )
+            if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+                group.transition_to(GroupState.DEAD, now_ms)
+                builder.records.append(GroupMetadataRecord(group.group_id, None))
+                del self._groups[group.group_id]
+
+    # --- introspection (tests, ktool through DescribeGroups) -----------------------------
+
+    def group_state(self, group_id: str) -> GroupState | None:
+        group = self._groups.get(group_id)
+        return group.state if group is not None else None
+
+    def group_ids(self) -> tuple[str, ...]:
+        return tuple(self._groups)
+
+    def generation_id(self, group_id: str) -> int | None:
+        group = self._groups.get(group_id)
+        return group.generation_id if group is not None else None
+
+    def leader_id(self, group_id: str) -> str | None:
+        group = self._groups.get(group_id)
+        return group.leader_id if group is not None else None
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
+        group = self._groups.get(group_id)
+        return dict(group.offsets) if group is not None else {}
+
+    def stored_metadata(self, group_id: str) -> GroupMetadataValue | None:
+        """What a GroupMetadata record for the group would hold now (None: no such group)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        value = group.metadata_record().value
+        assert value is not None
+        return value
