@@ -27,3 +27,21 @@ class OffsetOutOfRangeError(LogError):
 
 class LogDirFailedError(LogError):
     """A log directory that could not be read or written (Kafka's KAFKA_STORAGE_ERROR)."""
+
+
+class RecordListTooLargeError(LogError):
+    """An append larger than a whole segment (Kafka's RECORD_LIST_TOO_LARGE)."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent batch whose sequence does not follow the producer's last one
+    (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpochError(LogError):
+    """A batch from an older epoch than the producer's current one (Kafka's
+    INVALID_PRODUCER_EPOCH)."""
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A follower append whose first offset is below the log end offset."""

@@ -1,0 +1,179 @@
+"""Kafka's small text files in a log dir, written atomically (tmp file + fsync + rename).
+
+Offset checkpoints (`replication-offset-checkpoint`, `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint`, `cleaner-offset-checkpoint`), one per log dir::
+
+    0                      version
+    2                      number of entries
+    orders 0 1234          topic partition offset
+    orders 1 17
+
+The leader-epoch checkpoint (`<topic>-<partition>/leader-epoch-checkpoint`) has the same
+shape with `epoch startOffset` lines (SEEDS LOG-33, REP-25).
+
+`meta.properties` (KRaft mode, version 1) is a Java properties file::
+
+    #
+    #Sat Nov 21 11:00:00 UTC 2026
+    cluster.id=...
+    directory.id=...
+    node.id=1
+    version=1
+
+Every writer goes through `write_atomically`: the content lands in `<name>.tmp`, is fsynced,
+renamed over the target and the directory is fsynced, so a crash leaves either the old file
+or the new one, never a torn one (Kafka's `CheckpointFile`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from trafka.log.errors import LogError
+
+CHECKPOINT_VERSION = 0
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+META_PROPERTIES = "meta.properties"
+
+MAX_CHECKPOINT_ENTRIES = 10_000_000
+"""A bound on what we are willing to read back: more lines than this is a corrupt file."""
+
+
+class CheckpointError(LogError):
+    """A checkpoint file that does not parse."""
+
+
+TopicPartition = tuple[str, int]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or create in it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    """Replace `path` with `content` via tmp file + fsync + rename + fsync of the dir."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def format_lines(version: int, lines: Iterable[str]) -> bytes:
+    body = list(lines)
+    return ("\n".join([str(version), str(len(body)), *body]) + "\n").encode()
+
+
+def parse_lines(path: Path, *, fields: int) -> list[list[str]]:
+    """The entry lines of a version-0 checkpoint, each split into `fields` fields."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CheckpointError(f"{path}: not text: {error}") from None
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path}: unsupported version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
+    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or len(lines) - 2 != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
+    entries = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != fields:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        entries.append(parts)
+    return entries
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Write a `topic partition offset` checkpoint, sorted for stable output."""
+    lines = (
+        f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
+    )
+    write_atomically(path, format_lines(CHECKPOINT_VERSION, lines))
+
+
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Read a `topic partition offset` checkpoint; a missing file is empty."""
+    if not path.exists():
+        return {}
+    result: dict[TopicPartition, int] = {}
+    for topic, partition, offset in parse_lines(path, fields=3):
+        try:
+            result[(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise CheckpointError(f"{path}: bad numbers in {topic} {partition} {offset}") from None
+    return result
+
+
+def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    """Write `leader-epoch-checkpoint`: `epoch startOffset` lines."""
+    lines = (f"{epoch} {start_offset}" for epoch, start_offset in entries)
+    write_atomically(path, format_lines(CHECKPOINT_VERSION, lines))
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    """Read `leader-epoch-checkpoint`; a missing file is empty."""
+    if not path.exists():
+        return []
+    result = []
+    for epoch, start_offset in parse_lines(path, fields=2):
+        try:
+            result.append((int(epoch), int(start_offset)))
+        except ValueError:
+            raise CheckpointError(f"{path}: bad numbers in {epoch} {start_offset}") from None
+    return result
+
+
+def write_meta_properties(path: Path, properties: Mapping[str, str], *, now_ms: int) -> None:
+    """Write `meta.properties` the way Java's `Properties.store` does (date comment, sorted)."""
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now_ms / 1000))
+    lines = ["#", f"#{stamp}"]
+    lines += [f"{key}={_escape(value)}" for key, value in sorted(properties.items())]
+    write_atomically(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """Read a Java properties file (comments `#`/`!`, `key=value` or `key:value`)."""
+    result: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep_index, char in enumerate(line):
+            if char in "=:":
+                key, value = line[:sep_index].strip(), line[sep_index + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        result[key] = value.replace("\\:", ":").replace("\\=", "=").replace("\\\\", "\\")
+    return result
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")

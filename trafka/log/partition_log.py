@@ -1,0 +1,990 @@
+"""The log of one partition: segments, appends, reads, truncation, retention, recovery.
+
+Directory `<topic>-<partition>/` (SEEDS LOG-05) holding segments (see `segment.py`), the
+`leader-epoch-checkpoint` (see `leader_epoch.py`) and producer snapshots (see
+`producer_state.py`). Synchronous and thread-safe: every method takes the log's lock
+(a `threading.RLock`), so the broker may run compaction or flushes from a worker thread.
+
+Offsets (SEEDS REP-07): `log_start_offset` <= `high_watermark` <= `log_end_offset`.
+The recovery point is the offset below which everything is known to be fsynced.
+
+Append paths (DESIGN decision 2: batches stay opaque, no per-record work):
+
+* `append_as_leader`: check framing, sizes and CRC-32C of every v2 batch; reject batches
+  over `max.message.bytes` (MESSAGE_TOO_LARGE); idempotent-producer checks; rewrite
+  baseOffset, stamp partitionLeaderEpoch (and LogAppendTime + a new CRC when configured);
+  one write.
+* `append_as_follower`: the leader's offsets and epochs are kept; the epoch cache learns
+  new epochs from the batches.
+
+Recovery on open (`PartitionLog.open`): segments that may hold unflushed data (from the
+recovery point on; none after a clean shutdown) are re-scanned batch by batch: CRC checked,
+indexes rebuilt, and a torn tail (partial batch, bad CRC, garbage, zeros) truncated,
+keeping every complete batch before it; the dropped bytes and the reason are logged.
+Segments with missing or inconsistent indexes are rebuilt the same way.
+
+Not implemented: down-conversion of old-format produce requests (magic < 2 appends are
+rejected with InvalidRecordError), `.txnindex` (aborted transactions), tiered storage,
+`segment.jitter.ms` randomness (the configured jitter is applied as a fixed amount), and
+`message.timestamp.*.max.ms` checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from trafka.log import batch as batch_format
+from trafka.log.checkpoint import fsync_dir
+from trafka.log.config import INT_MAX, LogConfig
+from trafka.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LogDirFailedError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from trafka.log.leader_epoch import LeaderEpochCache
+from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from trafka.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    EntryInfo,
+    LogSegment,
+    entry_info_at,
+    file_name,
+    parse_base_offset,
+)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+DELETE_RECORDS_HIGH_WATERMARK = -1
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """The outcome of an append (what the Produce response needs)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    """The broker time stamped into LogAppendTime batches; -1 for CreateTime."""
+    log_start_offset: int
+    batch_count: int
+    size_bytes: int
+    duplicate: bool = False
+    """A retried idempotent batch: nothing was appended, offsets are the original ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """A byte range of a segment file, for `os.sendfile`.
+
+    The bytes are whole batches as of the read. If retention deletes the segment before
+    the caller reads, the file sits under `<path>.deleted` for `file.delete.delay.ms`;
+    `open_fd` tries both names. A truncation (follower) can shorten the file: a reader
+    must treat a short sendfile as the end of the data.
+    """
+
+    path: Path
+    position: int
+    length: int
+
+    def open_fd(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return os.open(self.path.with_name(self.path.name + DELETED_SUFFIX), os.O_RDONLY)
+
+    def read(self) -> bytes:
+        fd = self.open_fd()
+        try:
+            return os.pread(fd, self.length, self.position)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """The answer to `read`: whole batches, as file regions (sendfile) or bytes."""
+
+    fetch_offset: int
+    regions: tuple[FileRegion, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(region.length for region in self.regions)
+
+    def to_bytes(self) -> bytes:
+        return b"".join(region.read() for region in self.regions)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """ListOffsets' answer: the record's timestamp (-1 if none), offset and leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSegmentInfo:
+    """A read-only view of one segment, for tools, metrics and tests."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    path: Path
+
+
+def parse_topic_partition(directory: Path) -> tuple[str, int]:
+    """`orders-3` -> ("orders", 3); ValueError for names that are not a partition dir."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory")
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """One partition's log. Create with `PartitionLog.open`."""
+
+    def __init__(
+        self, directory: Path, config: LogConfig, *, now_ms: int, producer_id_expiration_ms: int
+    ) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_topic_partition(directory)
+        self._config = config
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._last_now_ms = now_ms
+        self._last_flush_ms = now_ms
+        self._unflushed_messages = 0
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._closed = False
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.producer_state = ProducerStateManager(
+            directory, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+
+    # ================================================================== open / recovery
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        had_clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> PartitionLog:
+        """Open (creating if needed) and recover the log in `directory`.
+
+        `recovery_point` None means unknown: every segment is re-scanned.
+        `had_clean_shutdown` skips the re-scan (segments with bad indexes are still rebuilt).
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(
+            directory, config, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        try:
+            log._load(now_ms, recovery_point, log_start_offset, had_clean_shutdown)
+        except OSError as error:
+            log._close_abruptly()
+            raise LogDirFailedError(f"{directory}: {error}") from error
+        return log
+
+    def _load(
+        self, now_ms: int, recovery_point: int | None, log_start_offset: int | None, clean: bool
+    ) -> None:
+        self._remove_leftovers()
+        self._complete_swaps()
+        base_offsets = self._segment_base_offsets()
+        start_recovery_at = None if clean else (recovery_point or 0)
+        recovered_any = False
+        for slot, base_offset in enumerate(base_offsets):
+            segment = LogSegment(self.directory, base_offset, self._config, created_ms=now_ms)
+            upper = base_offsets[slot + 1] if slot + 1 < len(base_offsets) else None
+            needs_scan = start_recovery_at is not None and (
+                upper is None or upper > start_recovery_at
+            )
+            if needs_scan or not segment.load():
+                recovered_any = True
+                truncated = self._recover_segment(segment)
+                self._add_segment(segment)
+                if truncated:
+                    self._drop_files_after(base_offsets[slot + 1 :])
+                    break
+            else:
+                self._add_segment(segment)
+        if not self._segments:
+            start = max(log_start_offset or 0, 0)
+            segment = LogSegment.create(self.directory, start, self._config, now_ms=now_ms)
+            fsync_dir(self.directory)
+            self._add_segment(segment)
+        for segment in self._segments[:-1]:
+            segment.make_inactive()
+        self._segments[-1].make_active()
+        log_end_offset = self.log_end_offset
+        self._log_start_offset = max(log_start_offset or 0, self._segments[0].base_offset)
+        if self._log_start_offset > log_end_offset:
+            logger.warning(
+                "%s: log start offset %d beyond the log end offset %d: starting empty there",
+                self.directory,
+                self._log_start_offset,
+                log_end_offset,
+            )
+            self._truncate_fully(self._log_start_offset, now_ms)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state()
+        if recovered_any:
+            for segment in self._segments:
+                segment.flush()
+        self._recovery_point = self.log_end_offset
+        self._high_watermark = self._log_start_offset
+
+    def _recover_segment(self, segment: LogSegment) -> bool:
+        """Re-scan `segment`; feed its epochs to the cache; True if a tail was dropped."""
+        result = segment.recover()
+        for info in result.entries:
+            if info.magic >= 2 and info.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+        if result.truncated_bytes:
+            logger.warning(
+                "%s: recovery dropped %d bytes: %s",
+                segment.log_path,
+                result.truncated_bytes,
+                result.reason,
+            )
+        return result.truncated_bytes > 0
+
+    def _drop_files_after(self, base_offsets: list[int]) -> None:
+        """After a torn tail: later segments cannot be trusted (Kafka deletes them too)."""
+        for base_offset in base_offsets:
+            dropped = 0
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                path = self.directory / file_name(base_offset, suffix)
+                if path.exists():
+                    if suffix == LOG_SUFFIX:
+                        dropped = path.stat().st_size
+                    path.unlink()
+            logger.warning(
+                "%s: recovery dropped segment %d (%d bytes) after a torn tail",
+                self.directory,
+                base_offset,
+                dropped,
+            )
+
+    def _remove_leftovers(self) -> None:
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                path.unlink(missing_ok=True)
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                base_offset = parse_base_offset(name)
+                if (
+                    base_offset is not None
+                    and not (self.directory / file_name(base_offset, LOG_SUFFIX)).exists()
+                ) and not (
+                    self.directory / (file_name(base_offset, LOG_SUFFIX) + SWAP_SUFFIX)
+                ).exists():
+                    path.unlink()
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction swap interrupted by a crash (see `cleaner.py`).
+
+        `<base>.log.swap` is complete by construction (it is renamed from `.cleaned` only
+        after an fsync), so the segments it replaces are deleted and it takes their place.
+        """
+        for swap in sorted(self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
+            base_offset = parse_base_offset(swap.name)
+            if base_offset is None:
+                continue
+            last_offset = _last_offset_in_file(swap)
+            for other in self._segment_base_offsets():
+                if base_offset <= other <= last_offset:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (self.directory / file_name(other, suffix)).unlink(missing_ok=True)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.directory / file_name(base_offset, suffix)).unlink(missing_ok=True)
+            os.replace(swap, self.directory / file_name(base_offset, LOG_SUFFIX))
+            logger.info("%s: completed an interrupted compaction swap", swap)
+
+    def _segment_base_offsets(self) -> list[int]:
+        offsets = []
+        for path in self.directory.glob("*" + LOG_SUFFIX):
+            base_offset = parse_base_offset(path.name)
+            if base_offset is not None and path.name == file_name(base_offset, LOG_SUFFIX):
+                offsets.append(base_offset)
+        return sorted(offsets)
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot <= log end offset, then replay batch headers up to the end."""
+        end = self.log_end_offset
+        snapshot_offset = self.producer_state.load_latest_snapshot(end)
+        start = (
+            self._log_start_offset
+            if snapshot_offset is None
+            else max(snapshot_offset, self._log_start_offset)
+        )
+        if snapshot_offset is None:
+            self.producer_state.clear(start)
+        for info in self._iter_entries_from(start):
+            self.producer_state.apply_unchecked(info)
+        self.producer_state.map_end_offset = end
+
+    def _iter_entries_from(self, offset: int) -> Iterator[EntryInfo]:
+        slot = max(0, bisect_right(self._base_offsets, offset) - 1)
+        for segment in self._segments[slot:]:
+            if segment.next_offset <= offset:
+                continue
+            _, position = segment.offset_index.lookup(offset)
+            for info in segment.iter_entries(position):
+                if info.last_offset >= offset:
+                    yield info
+
+    # ================================================================== properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic settings (dynamic topic config); new index sizes on next roll."""
+        with self._lock:
+            self._config = config
+            for segment in self._segments:
+                segment.config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset if self._segments else 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segments(self) -> list[LogSegmentInfo]:
+        with self._lock:
+            return [
+                LogSegmentInfo(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.log_path)
+                for s in self._segments
+            ]
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start offset, log end offset]; return it."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+            return self._high_watermark
+
+    def first_unstable_offset(self) -> int | None:
+        with self._lock:
+            return self.producer_state.first_unstable_offset()
+
+    # ================================================================== appends
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate, assign offsets, stamp the epoch, and append a Produce request's batches.
+
+        Raises CorruptRecordError (framing/CRC), InvalidRecordError, RecordTooLargeError,
+        RecordListTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
+        LogDirFailedError.
+        """
+        headers = batch_format.validate_batches(records)
+        config = self._config
+        for pos, header in headers:
+            if header.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes at {pos} exceeds "
+                    f"max.message.bytes {config.max_message_bytes}"
+                )
+            if header.records_count != header.last_offset_delta + 1 or header.records_count < 1:
+                raise InvalidRecordError(
+                    f"batch at {pos}: {header.records_count} records but "
+                    f"lastOffsetDelta {header.last_offset_delta}"
+                )
+        if len(records) > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(records)} bytes exceed segment.bytes {config.segment_bytes}"
+            )
+        log_append_time = config.log_append_time
+        with self._lock, self._io_errors():
+            self._check_open()
+            self._last_now_ms = now_ms
+            buf = bytearray(records)
+            next_offset = self.log_end_offset
+            infos: list[EntryInfo] = []
+            for pos, header in headers:
+                batch_format.set_base_offset(buf, pos, next_offset)
+                batch_format.set_partition_leader_epoch(buf, pos, leader_epoch)
+                max_timestamp = header.max_timestamp
+                if log_append_time:
+                    batch_format.set_log_append_time(buf, pos, header.size, now_ms)
+                    max_timestamp = now_ms
+                infos.append(
+                    EntryInfo(
+                        pos,
+                        header.size,
+                        next_offset,
+                        next_offset + header.last_offset_delta,
+                        2,
+                        max_timestamp,
+                        leader_epoch,
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.is_transactional,
+                        header.is_control,
+                    )
+                )
+                next_offset += header.last_offset_delta + 1
+            updates, duplicate = self.producer_state.check_batches(infos)
+            if duplicate is not None:
+                return AppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp,
+                    duplicate.last_offset,
+                    now_ms if log_append_time else -1,
+                    self._log_start_offset,
+                    len(infos),
+                    0,
+                    duplicate=True,
+                )
+            self._append(buf, infos, now_ms)
+            self.producer_state.commit(updates, self.log_end_offset)
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, infos[0].base_offset)
+            return self._append_info(infos, len(buf), now_ms if log_append_time else -1)
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        if not records:
+            raise CorruptRecordError("no record batch in the data")
+        headers = batch_format.validate_batches(records)
+        with self._lock, self._io_errors():
+            self._check_open()
+            if now_ms is not None:
+                self._last_now_ms = now_ms
+            expected = self.log_end_offset
+            infos = []
+            for pos, header in headers:
+                if header.base_offset < expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"follower append at offset {header.base_offset} below {expected}"
+                    )
+                infos.append(
+                    EntryInfo(
+                        pos,
+                        header.size,
+                        header.base_offset,
+                        header.last_offset,
+                        2,
+                        header.max_timestamp,
+                        header.partition_leader_epoch,
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.is_transactional,
+                        header.is_control,
+                    )
+                )
+                expected = header.next_offset
+            if infos[-1].last_offset - infos[0].base_offset > INT_MAX:
+                raise InvalidRecordError("follower append spans more than 2^31 offsets")
+            if len(records) > self._config.segment_bytes:
+                raise RecordListTooLargeError(f"{len(records)} bytes exceed segment.bytes")
+            self._append(records, infos, self._last_now_ms)
+            for info in infos:
+                if info.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+                self.producer_state.apply_unchecked(info)
+            return self._append_info(infos, len(records), -1)
+
+    def _append(
+        self, buf: bytes | bytearray | memoryview, infos: list[EntryInfo], now_ms: int
+    ) -> None:
+        max_timestamp = max(info.max_timestamp for info in infos)
+        segment = self._segments[-1]
+        if segment.should_roll(
+            messages_size=len(buf),
+            max_timestamp=max_timestamp,
+            max_offset=infos[-1].last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self._roll(infos[0].base_offset, now_ms)
+        segment.append(buf, infos)
+        self._unflushed_messages += infos[-1].next_offset - infos[0].base_offset
+        if self._unflushed_messages >= self._config.flush_messages:
+            self._flush(now_ms)
+
+    def _append_info(
+        self, infos: list[EntryInfo], size: int, log_append_time_ms: int
+    ) -> AppendInfo:
+        best = max(infos, key=lambda info: info.max_timestamp)
+        return AppendInfo(
+            infos[0].base_offset,
+            infos[-1].last_offset,
+            best.max_timestamp,
+            best.last_offset,
+            log_append_time_ms,
+            self._log_start_offset,
+            len(infos),
+            size,
+        )
+
+    def roll(self, now_ms: int) -> None:
+        """Force a roll (tests, tools): the next append goes into a new segment."""
+        with self._lock, self._io_errors():
+            if self._segments[-1].size:
+                self._roll(self.log_end_offset, now_ms)
+
+    def _roll(self, expected_next_offset: int, now_ms: int) -> LogSegment:
+        old = self._segments[-1]
+        new_base = max(expected_next_offset, self.log_end_offset)
+        if old.size == 0:
+            # An empty active segment is replaced rather than kept (Kafka does the same).
+            self._segments.pop()
+            self._base_offsets.pop()
+            old.close_abruptly()
+            for path in old.paths():
+                path.unlink(missing_ok=True)
+        else:
+            old.make_inactive()
+            old.flush()
+            self._recovery_point = max(self._recovery_point, old.next_offset)
+        segment = LogSegment.create(self.directory, new_base, self._config, now_ms=now_ms)
+        fsync_dir(self.directory)
+        self._add_segment(segment)
+        self.producer_state.take_snapshot(new_base)
+        return segment
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        if self._base_offsets and segment.base_offset <= self._base_offsets[-1]:
+            raise LogError(f"{segment.log_path}: base offset not above {self._base_offsets[-1]}")
+        self._segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    # ================================================================== reads
+
+    def read(
+        self,
+        start_offset: int,
+        *,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchData:
+        """Whole batches from the batch holding `start_offset`, up to `max_bytes`.
+
+        `max_offset` (exclusive; the HW for consumers) excludes the batch holding it and
+        everything after. `min_one_batch` returns the first batch even if it exceeds
+        `max_bytes` (KIP-74). Reads one segment at a time, as Kafka does.
+        Raises OffsetOutOfRangeError below the log start offset or past the end.
+        """
+        with self._lock, self._io_errors():
+            log_end_offset = self.log_end_offset
+            if start_offset < self._log_start_offset or start_offset > log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} outside [{self._log_start_offset}, {log_end_offset}]"
+                )
+            empty = FetchData(start_offset, ())
+            if start_offset == log_end_offset:
+                return empty
+            slot = max(0, bisect_right(self._base_offsets, start_offset) - 1)
+            for segment in self._segments[slot:]:
+                first = segment.translate_offset(start_offset)
+                if first is None:
+                    continue
+                if max_offset is not None and first.last_offset >= max_offset:
+                    return empty
+                limit = min(first.position + max(max_bytes, 0), segment.size)
+                if max_offset is not None:
+                    bound = segment.translate_offset(max_offset, first.position)
+                    if bound is not None:
+                        limit = min(limit, bound.position)
+                end = segment.batch_end_within(first.position, limit)
+                if end == first.position:
+                    if not min_one_batch:
+                        return empty
+                    end = first.position + first.size
+                return FetchData(
+                    start_offset,
+                    (FileRegion(segment.log_path, first.position, end - first.position),),
+                )
+            return empty
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or the first record with
+        timestamp >= `timestamp`. None when no record qualifies (Kafka answers offset -1)."""
+        with self._lock, self._io_errors():
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                epoch = self.leader_epoch_cache.epoch_for_offset(self._log_start_offset)
+                return TimestampAndOffset(-1, self._log_start_offset, epoch)
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self.log_end_offset, self.latest_epoch)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_and_offset()
+            if timestamp < 0:
+                raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
+            for segment in self._segments:
+                if segment.max_timestamp < timestamp or segment.size == 0:
+                    continue
+                _, indexed_offset = segment.time_index.lookup(timestamp)
+                start = max(indexed_offset, self._log_start_offset)
+                _, position = segment.offset_index.lookup(start)
+                for info in segment.iter_entries(position):
+                    if info.max_timestamp >= timestamp and info.last_offset >= start:
+                        found = self._record_at_or_after(segment, info, timestamp, start)
+                        if found is not None:
+                            return found
+            return None
+
+    def _record_at_or_after(
+        self, segment: LogSegment, info: EntryInfo, timestamp: int, start_offset: int
+    ) -> TimestampAndOffset | None:
+        from trafka.log.records import iter_batches  # records decoding only here
+
+        data = segment.read_bytes(info.position, info.size)
+        epoch = info.partition_leader_epoch if info.partition_leader_epoch >= 0 else None
+        for decoded in iter_batches(data):
+            for record in decoded.records:
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset, epoch)
+        return None
+
+    def _max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return None
+        info = best.translate_offset(best.offset_of_max_timestamp)
+        if info is None:
+            return None
+        from trafka.log.records import iter_batches
+
+        epoch = info.partition_leader_epoch if info.partition_leader_epoch >= 0 else None
+        for decoded in iter_batches(best.read_bytes(info.position, info.size)):
+            for record in decoded.records:
+                if record.timestamp == best.max_timestamp:
+                    return TimestampAndOffset(record.timestamp, record.offset, epoch)
+        return TimestampAndOffset(best.max_timestamp, info.last_offset, epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-101): (largest epoch <= `epoch`, its end offset)."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
+
+    # ================================================================== truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: drop every batch at or above `offset`. True if anything went."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock, self._io_errors():
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset, self._last_now_ms)
+                return True
+            doomed = [segment for segment in self._segments if segment.base_offset >= offset]
+            if doomed:
+                self._remove_segments(doomed)
+            segment = self._segments[-1]
+            dropped = segment.truncate_to(offset)
+            segment.make_active()
+            logger.info("%s: truncated to %d (%d bytes dropped)", self.directory, offset, dropped)
+            self._after_truncation()
+            return True
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self._log_start_offset = min(self._log_start_offset, end)
+        self._high_watermark = min(self._high_watermark, end)
+        self._recovery_point = min(self._recovery_point, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self.producer_state.delete_snapshots_above(end)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at `offset` (a follower far behind)."""
+        with self._lock, self._io_errors():
+            self._check_open()
+            self._truncate_fully(offset, self._last_now_ms)
+
+    def _truncate_fully(self, offset: int, now_ms: int) -> None:
+        self._remove_segments(list(self._segments), allow_all=True)
+        segment = LogSegment.create(self.directory, offset, self._config, now_ms=now_ms)
+        fsync_dir(self.directory)
+        self._add_segment(segment)
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self.producer_state.clear(offset)
+        self._log_start_offset = self._high_watermark = self._recovery_point = offset
+
+    def _remove_segments(self, doomed: list[LogSegment], *, allow_all: bool = False) -> None:
+        """Take segments out of the log and rename their files `.deleted` (LOG-19)."""
+        doomed_ids = {id(segment) for segment in doomed}
+        remaining = [segment for segment in self._segments if id(segment) not in doomed_ids]
+        if not remaining and not allow_all:
+            raise AssertionError("the active segment is never removed")
+        self._segments = remaining
+        self._base_offsets = [segment.base_offset for segment in remaining]
+        paths: list[Path] = []
+        for segment in doomed:
+            paths += segment.rename_to_deleted()
+        due = self._last_now_ms + self._config.file_delete_delay_ms
+        self._pending_deletes.append((due, paths))
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1 = the HW).
+
+        Raises OffsetOutOfRangeError above the high watermark. Whole segments below the
+        new start are deleted by the next `apply_retention`. Returns the log start offset.
+        """
+        with self._lock, self._io_errors():
+            if offset == DELETE_RECORDS_HIGH_WATERMARK:
+                offset = self._high_watermark
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: "
+                    f"above the high watermark {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+            return self._log_start_offset
+
+    # ================================================================== retention
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes / the log start offset.
+
+        Never deletes the active segment, nor a segment holding offsets at or above the
+        high watermark (SEEDS LOG-08, LOG-19..23). Returns the number of segments deleted.
+        """
+        with self._lock, self._io_errors():
+            self._check_open()
+            self._last_now_ms = now_ms
+            config = self._config
+            deleted = 0
+            if config.delete and config.retention_ms >= 0:
+                deleted += self._delete_oldest(
+                    lambda segment, _: now_ms - segment.largest_timestamp > config.retention_ms,
+                    "retention.ms",
+                )
+            if config.delete and config.retention_bytes >= 0:
+                excess = self.size_bytes - config.retention_bytes
+
+                def over_size(segment: LogSegment, _: int) -> bool:
+                    nonlocal excess
+                    if excess - segment.size >= 0:
+                        excess -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_oldest(over_size, "retention.bytes")
+            deleted += self._delete_oldest(
+                lambda _, upper: upper <= self._log_start_offset, "log start offset"
+            )
+            self.delete_expired_files(now_ms)
+            return deleted
+
+    def _delete_oldest(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+        doomed = []
+        for slot, segment in enumerate(self._segments[:-1]):
+            upper = self._segments[slot + 1].base_offset
+            if upper > self._high_watermark or not predicate(segment, upper):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        self._remove_segments(doomed)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
+        logger.info(
+            "%s: deleted %d segment(s) by %s; log start offset now %d",
+            self.directory,
+            len(doomed),
+            reason,
+            self._log_start_offset,
+        )
+        return len(doomed)
+
+    def delete_expired_files(self, now_ms: int) -> None:
+        """Remove `.deleted` files whose `file.delete.delay.ms` has passed."""
+        keep = []
+        for due, paths in self._pending_deletes:
+            if due <= now_ms:
+                for path in paths:
+                    path.unlink(missing_ok=True)
+            else:
+                keep.append((due, paths))
+        self._pending_deletes = keep
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms)
+
+    # ================================================================== flush, close
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment holding data past the recovery point; advance it to the LEO."""
+        with self._lock, self._io_errors():
+            self._flush(self._last_now_ms if now_ms is None else now_ms)
+
+    def _flush(self, now_ms: int) -> None:
+        for segment in self._segments:
+            if segment.next_offset > self._recovery_point or segment is self._segments[-1]:
+                segment.flush()
+        self._recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """The `flush.ms` half of the flush policy (`flush.messages` is checked on append)."""
+        with self._lock:
+            if (
+                self._recovery_point < self.log_end_offset
+                and now_ms - self._last_flush_ms >= self._config.flush_ms
+            ):
+                self.flush(now_ms)
+                return True
+            return False
+
+    def close(self) -> None:
+        """Clean close: producer snapshot, trim indexes, fsync, remove pending `.deleted`."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+                for segment in self._segments:
+                    segment.close()
+                self._recovery_point = self.log_end_offset
+                for _, paths in self._pending_deletes:
+                    for path in paths:
+                        path.unlink(missing_ok=True)
+                self._pending_deletes.clear()
+            except OSError as error:
+                self._close_abruptly()
+                raise LogDirFailedError(f"{self.directory}: {error}") from error
+            self._closed = True
+
+    def _close_abruptly(self) -> None:
+        for segment in self._segments:
+            try:
+                segment.close_abruptly()
+            except OSError:
+                pass
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        with self._lock:
+            self._close_abruptly()
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"{self.directory}: log is closed")
+
+    @contextmanager
+    def _io_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as error:
+            raise LogDirFailedError(f"{self.directory}: {error}") from error
+
+    # ================================================================== compaction support
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The log's lock, for the cleaner's swap step."""
+        return self._lock
+
+    def _segments_snapshot(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+            f"hw={self._high_watermark}, end={self.log_end_offset})"
+        )
+
+
+def _last_offset_in_file(path: Path) -> int:
+    """The last offset of the last whole batch in a segment-format file (-1 if none)."""
+    data = path.read_bytes()
+    pos, last = 0, -1
+    while pos < len(data):
+        try:
+            info = entry_info_at(data, pos, pos)
+        except CorruptRecordError:
+            break
+        if pos + info.size > len(data):
+            break
+        last = info.last_offset
+        pos += info.size
+    return last

@@ -1,0 +1,497 @@
+"""One log segment: a `.log` file of whole batches plus its `.index` and `.timeindex`.
+
+Files (SEEDS LOG-04..06), all named after the segment's base offset in 20 digits::
+
+    00000000000000001234.log        batches, back to back, exactly as on the wire
+    00000000000000001234.index      offset index (see `index.py`)
+    00000000000000001234.timeindex  time index
+    00000000000000001234.snapshot   producer state at this offset (see `producer_state.py`)
+
+Suffixes added to a whole segment's files during a lifecycle change (Kafka's):
+`.deleted` (waiting `file.delete.delay.ms` before removal), `.cleaned` (compaction output
+being written), `.swap` (compaction output ready to replace its sources).
+
+The segment knows batch headers only: positions, offsets, timestamps, sizes. It never
+decodes records. The append path writes the caller's bytes with one `os.write`.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from trafka.log import batch as batch_format
+from trafka.log.config import INT_MAX, LogConfig
+from trafka.log.errors import CorruptRecordError, LogError
+from trafka.log.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+SCAN_CHUNK_BYTES = 64 * 1024
+"""Bytes read at a time when walking batch headers from an index entry."""
+
+_LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_INT64 = struct.Struct(">q")
+
+logger = logging.getLogger(__name__)
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """`00000000000000001234.log` for base offset 1234 and suffix `.log`."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(name: str) -> int | None:
+    """The base offset of a segment file name, or None if it is not one."""
+    stem = name.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryInfo:
+    """What the log engine knows about one batch (or legacy message) on disk."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    magic: int
+    max_timestamp: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    is_control: bool
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset - self.base_offset) % (1 << 31)
+
+
+def entry_info_at(buf: bytes | bytearray | memoryview, pos: int, file_position: int) -> EntryInfo:
+    """Decode the header of the batch at `pos` of `buf` (which sits at `file_position`).
+
+    v2 batches give every field. Legacy (magic 0/1) messages give the offset field as both
+    base and last offset (for a compressed wrapper that is its last inner offset) and no
+    producer fields. Raises CorruptRecordError if the header is short or malformed.
+    """
+    magic = batch_format.magic_at(buf, pos)
+    if magic == 2:
+        header = batch_format.parse_header(buf, pos)
+        return EntryInfo(
+            position=file_position,
+            size=header.size,
+            base_offset=header.base_offset,
+            last_offset=header.last_offset,
+            magic=2,
+            max_timestamp=header.max_timestamp,
+            partition_leader_epoch=header.partition_leader_epoch,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            is_control=header.is_control,
+        )
+    if magic in (0, 1):
+        if len(buf) - pos < _LEGACY_HEADER.size + (8 if magic == 1 else 0):
+            raise CorruptRecordError(f"message at {file_position}: short legacy header")
+        offset, length, _crc, _magic, _attributes = _LEGACY_HEADER.unpack_from(buf, pos)
+        if length < 14:
+            raise CorruptRecordError(f"message at {file_position}: size {length} too small")
+        timestamp = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else -1
+        return EntryInfo(
+            file_position,
+            length + 12,
+            offset,
+            offset,
+            magic,
+            timestamp,
+            -1,
+            -1,
+            -1,
+            -1,
+            False,
+            False,
+        )
+    raise CorruptRecordError(f"entry at {file_position}: unknown magic {magic}")
+
+
+def entry_is_valid(buf: bytes | bytearray | memoryview, pos: int, info: EntryInfo) -> bool:
+    """CRC check: CRC-32C over attributes..end (v2) or CRC-32 over magic..end (v0/v1)."""
+    if info.magic == 2:
+        crc = struct.unpack_from(">I", buf, pos + batch_format.CRC_OFFSET)[0]
+        return bool(batch_format.compute_crc(buf, pos, info.size) == crc)
+    import zlib
+
+    crc = struct.unpack_from(">I", buf, pos + 12)[0]
+    return bool(zlib.crc32(memoryview(buf)[pos + 16 : pos + info.size]) == crc)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    """What `LogSegment.recover` found: valid entries kept and the torn tail dropped."""
+
+    entries: tuple[EntryInfo, ...]
+    truncated_bytes: int
+    reason: str
+
+
+class LogSegment:
+    """A segment: its files, its in-memory state, and header-level reads and writes."""
+
+    def __init__(
+        self, directory: Path, base_offset: int, config: LogConfig, *, created_ms: int
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            directory / file_name(base_offset, INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            directory / file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int
+    ) -> LogSegment:
+        """A new, empty, active segment (indexes preallocated)."""
+        segment = cls(directory, base_offset, config, created_ms=now_ms)
+        if segment.size:
+            os.ftruncate(segment._fd, 0)
+            segment.size = 0
+        segment.offset_index.open_for_append()
+        segment.time_index.open_for_append()
+        return segment
+
+    def load(self) -> bool:
+        """Load the indexes of an existing segment and derive its state; False if unsound.
+
+        On False the caller must `recover()` the segment (indexes missing or corrupt).
+        """
+        if not self.offset_index.path.exists() or not self.time_index.path.exists():
+            return self.size == 0 and self._reset_empty()
+        self.offset_index.load()
+        self.time_index.load()
+        try:
+            self.offset_index.sanity_check(self.size)
+            last_offset, last_position = self.offset_index.last_entry
+            self.next_offset = self.base_offset
+            for info in self.iter_entries(last_position):
+                self.next_offset = info.next_offset
+            if len(self.offset_index) and self.next_offset <= last_offset:
+                return False
+            self.time_index.sanity_check(max(self.next_offset, self.base_offset + 1))
+        except LogError as error:
+            logger.warning("%s: index unusable (%s), rebuilding", self.log_path, error)
+            return False
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if self.max_timestamp < 0:
+            self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = self.size - last_position
+        return True
+
+    def _reset_empty(self) -> bool:
+        self.next_offset = self.base_offset
+        return True
+
+    def make_active(self) -> None:
+        """Open the indexes for append (preallocated again), as Kafka does on load."""
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+
+    def make_inactive(self) -> None:
+        """On roll: final time-index entry, trim both indexes to their entries (LOG-13)."""
+        if self.time_index.writable and self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Clean close: trim the indexes, fsync everything, release the descriptor."""
+        self.make_inactive()
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_abruptly(self) -> None:
+        """Release descriptors without trimming (a log dir that failed, or tests)."""
+        self.offset_index.close_without_trim()
+        self.time_index.close_without_trim()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def paths(self) -> list[Path]:
+        return [self.directory / file_name(self.base_offset, suffix) for suffix in SEGMENT_SUFFIXES]
+
+    def rename_to_deleted(self) -> list[Path]:
+        """Close and rename every file to `<name>.deleted`; return the new paths."""
+        self.close_abruptly()
+        renamed = []
+        for path in self.paths():
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                os.replace(path, target)
+                renamed.append(target)
+        return renamed
+
+    # ------------------------------------------------------------------ appends
+
+    def append(self, buf: bytes | bytearray | memoryview, entries: list[EntryInfo]) -> None:
+        """Write `buf` (whole batches described by `entries`, positions relative to buf)."""
+        position = self.size
+        view = memoryview(buf)
+        while view:
+            written = os.pwrite(self._fd, view, position + (len(buf) - len(view)))
+            view = view[written:]
+        interval = self.config.index_interval_bytes
+        for info in entries:
+            if info.max_timestamp > self.max_timestamp:
+                self.max_timestamp = info.max_timestamp
+                self.offset_of_max_timestamp = info.last_offset
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(info.last_offset, position + info.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += info.size
+        if self.size == 0 and entries:
+            self._rolling_based_timestamp = entries[0].max_timestamp
+        self.size = position + len(buf)
+        self.next_offset = entries[-1].next_offset
+
+    def should_roll(
+        self, *, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int
+    ) -> bool:
+        """Kafka's `LogSegment.shouldRoll` with the roll jitter fixed at segment.jitter.ms."""
+        config = self.config
+        reached_roll_ms = self.size > 0 and (
+            self._time_waited_for_roll(now_ms, max_timestamp)
+            > config.segment_ms - config.segment_jitter_ms
+        )
+        return (
+            self.size > config.segment_bytes - messages_size
+            or reached_roll_ms
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not 0 <= max_offset - self.base_offset <= INT_MAX
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        rolling_based = self.rolling_based_timestamp()
+        if rolling_based >= 0:
+            return message_timestamp - rolling_based
+        return now_ms - self.created_ms
+
+    def rolling_based_timestamp(self) -> int:
+        """The first batch's max timestamp (-1 if the segment is empty or has none)."""
+        if self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = -1
+            for info in self.iter_entries(0):
+                self._rolling_based_timestamp = info.max_timestamp
+                break
+        return self._rolling_based_timestamp
+
+    # ------------------------------------------------------------------ reads
+
+    def iter_entries(
+        self, start_position: int, end_position: int | None = None
+    ) -> Iterator[EntryInfo]:
+        """Headers of the batches from `start_position` (a batch boundary) to the end."""
+        end = self.size if end_position is None else min(end_position, self.size)
+        pos = start_position
+        chunk = b""
+        chunk_start = pos
+        while pos + batch_format.LOG_OVERHEAD + 5 <= end:
+            offset_in_chunk = pos - chunk_start
+            if offset_in_chunk + batch_format.HEADER_SIZE > len(chunk):
+                chunk = os.pread(self._fd, SCAN_CHUNK_BYTES, pos)
+                chunk_start, offset_in_chunk = pos, 0
+            info = entry_info_at(chunk, offset_in_chunk, pos)
+            if pos + info.size > end:
+                return
+            yield info
+            pos += info.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> EntryInfo | None:
+        """The first batch whose last offset is >= `offset`, or None."""
+        _, position = self.offset_index.lookup(offset)
+        for info in self.iter_entries(max(position, start_position)):
+            if info.last_offset >= offset:
+                return info
+        return None
+
+    def batch_end_within(self, start_position: int, limit_position: int) -> int:
+        """The end of the last whole batch that starts at/after start and ends <= limit."""
+        scan_from = max(start_position, self.offset_index.lookup_position(limit_position))
+        end = start_position
+        if scan_from > start_position:
+            end = scan_from
+        for info in self.iter_entries(end):
+            if info.position + info.size > limit_position:
+                break
+            end = info.position + info.size
+        return end
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    # ------------------------------------------------------------------ recovery, truncation
+
+    def recover(self, *, reason_prefix: str = "") -> RecoveryResult:
+        """Re-scan the whole segment: rebuild both indexes, truncate a torn tail.
+
+        Keeps every complete, CRC-valid batch with ascending offsets before the first bad
+        byte; drops everything from there (partial batch, bad CRC, garbage, zeros).
+        """
+        self.offset_index.close_without_trim()
+        self.time_index.close_without_trim()
+        for index in (self.offset_index, self.time_index):
+            if index.path.exists():
+                index.path.unlink()
+        self.offset_index = OffsetIndex(
+            self.offset_index.path, self.base_offset, self.config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            self.time_index.path, self.base_offset, self.config.segment_index_bytes
+        )
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        entries: list[EntryInfo] = []
+        valid_end, reason = self._scan_valid(entries)
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        return RecoveryResult(
+            tuple(entries), truncated, reason_prefix + reason if truncated else ""
+        )
+
+    def _scan_valid(self, entries: list[EntryInfo]) -> tuple[int, str]:
+        if self.size == 0:
+            return 0, ""
+        with (
+            mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) as mapped,
+            memoryview(mapped) as data,
+        ):
+            pos = 0
+            expected_offset = self.base_offset
+            interval = self.config.index_interval_bytes
+            while pos < self.size:
+                if self.size - pos < batch_format.LOG_OVERHEAD + 5:
+                    return pos, f"partial batch header ({self.size - pos} bytes) at {pos}"
+                try:
+                    info = entry_info_at(data, pos, pos)
+                except CorruptRecordError as error:
+                    if all(byte == 0 for byte in data[pos : min(self.size, pos + 4096)]):
+                        return pos, f"zero bytes from {pos}"
+                    return pos, f"corrupt batch header at {pos}: {error}"
+                if pos + info.size > self.size:
+                    return (
+                        pos,
+                        f"partial batch at {pos} ({info.size} bytes, {self.size - pos} present)",
+                    )
+                if not entry_is_valid(data, pos, info):
+                    return pos, f"CRC mismatch in batch at {pos}"
+                if info.base_offset < expected_offset or info.last_offset < info.base_offset:
+                    return pos, f"offset {info.base_offset} at {pos} below {expected_offset}"
+                if info.last_offset - self.base_offset > INT_MAX:
+                    return pos, f"offset {info.last_offset} at {pos} outside the segment"
+                if info.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = info.max_timestamp
+                    self.offset_of_max_timestamp = info.last_offset
+                if self.bytes_since_last_index_entry > interval and not self.offset_index.is_full:
+                    self.offset_index.append(info.last_offset, pos)
+                    self.time_index.maybe_append(
+                        self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+                    )
+                    self.bytes_since_last_index_entry = 0
+                self.bytes_since_last_index_entry += info.size
+                if self._rolling_based_timestamp is None:
+                    self._rolling_based_timestamp = info.max_timestamp
+                entries.append(info)
+                expected_offset = info.next_offset
+                self.next_offset = info.next_offset
+                pos += info.size
+        return pos, ""
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= `offset`; return the bytes dropped."""
+        info = self.translate_offset(offset)
+        if info is None:
+            return 0
+        dropped = self.size - info.position
+        os.ftruncate(self._fd, info.position)
+        self.size = info.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.next_offset = self.base_offset
+        _, last_position = self.offset_index.last_entry
+        for entry in self.iter_entries(last_position):
+            self.next_offset = entry.next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.bytes_since_last_index_entry = 0
+        if self.size == 0:
+            self._rolling_based_timestamp = None
+        return dropped
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max timestamp of the segment, falling back to the file's mtime (SEEDS LOG-23)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
