@@ -1,0 +1,158 @@
+"""The trio bridge over real pysyncobj instances inside the test process (loopback)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.support.ports import free_ports
+from trafka.metadata_quorum.bridge import (
+    MetadataQuorum,
+    MultiFailedError,
+    SessionEvent,
+    open_metadata_quorum,
+)
+from trafka.metadata_quorum.config import (
+    QuorumConfig,
+    QuorumConfigError,
+    Voter,
+    config_from_properties,
+    parse_voters,
+)
+from trafka.metadata_quorum.tree import (
+    BadVersionError,
+    Check,
+    Create,
+    CreateResult,
+    EventType,
+    NodeExistsError,
+    NoNodeError,
+    SetData,
+    WatchEvent,
+)
+
+SECRET = "test-secret"
+
+
+def make_config(
+    node_id: int, voters: tuple[Voter, ...], data_dir: Path, **overrides: object
+) -> QuorumConfig:
+    settings: dict[str, object] = {
+        "election_timeout_ms": 200,
+        "session_timeout_ms": 1500,
+        "heartbeat_interval_ms": 300,
+        "request_timeout_ms": 10_000,
+        "attempt_timeout_ms": 1000,
+        "fsync_interval_ms": 200,
+    }
+    settings.update(overrides)
+    return QuorumConfig(node_id, voters, data_dir / f"node-{node_id}", SECRET, **settings)  # type: ignore[arg-type]
+
+
+async def next_event(quorum: MetadataQuorum, timeout_s: float = 5.0) -> WatchEvent | SessionEvent:
+    with trio.fail_after(timeout_s):
+        return await quorum.events().receive()
+
+
+@pytest.fixture
+async def single(tmp_path: Path) -> AsyncIterator[MetadataQuorum]:
+    (port,) = free_ports(1)
+    config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100)
+    async with open_metadata_quorum(config) as quorum:
+        with trio.fail_after(10):
+            await quorum.wait_ready()
+        yield quorum
+
+
+async def test_single_voter_reads_writes_and_watches(single: MetadataQuorum) -> None:
+    quorum = single
+    assert await quorum.create("/brokers") == "/brokers"
+    assert quorum.children_local("/brokers", watch=True) == []
+    path = await quorum.create("/brokers/1", b"reg", ephemeral=True)
+    assert path == "/brokers/1"
+    assert await next_event(quorum) == WatchEvent(
+        EventType.NODE_CHILDREN_CHANGED, "/brokers", quorum.last_zxid()
+    )
+    data, stat = await quorum.get("/brokers/1", watch=True)
+    assert data == b"reg" and stat.ephemeral_owner == quorum.session_id
+    with pytest.raises(NodeExistsError):
+        await quorum.create("/brokers/1")
+    with pytest.raises(BadVersionError):
+        await quorum.set_data("/brokers/1", b"x", version=3)
+    new_stat = await quorum.set_data("/brokers/1", b"x", version=0)
+    assert new_stat.version == 1
+    event = await next_event(quorum)
+    assert isinstance(event, WatchEvent) and event.type == EventType.NODE_DATA_CHANGED
+    with pytest.raises(NoNodeError):
+        await quorum.delete("/nope")
+    seq = await quorum.create("/brokers/", b"", sequential=True)
+    assert seq.startswith("/brokers/0000")
+    status = quorum.status()
+    assert status.leader_id == 1 and status.is_leader and status.high_watermark > 0
+    assert status.voters[0].status == "Leader"
+
+
+async def test_multi_through_the_bridge(single: MetadataQuorum) -> None:
+    quorum = single
+    results = await quorum.multi([Create("/a"), Create("/a/b", b"1"), SetData("/a/b", b"2")])
+    assert results[0] == CreateResult("/a")
+    with pytest.raises(MultiFailedError) as failure:
+        await quorum.multi([Create("/a/c"), Check("/a/b", 0)])
+    assert failure.value.index == 1
+    assert quorum.exists_local("/a/c") is None
+    assert (await quorum.get("/a/b"))[0] == b"2"
+
+
+async def test_create_recursive_and_walk(single: MetadataQuorum) -> None:
+    await single.create_recursive("/x/y/z", b"leaf")
+    await single.create_recursive("/x/y/z", b"leaf")
+    assert [p for p, _, _ in single.walk_local("/x")] == ["/x", "/x/y", "/x/y/z"]
+
+
+@pytest.mark.slow
+async def test_three_voters_in_process(tmp_path: Path) -> None:
+    ports = free_ports(3)
+    voters = tuple(Voter(i + 1, "127.0.0.1", port) for i, port in enumerate(ports))
+    async with AsyncExitStack() as stack:
+        nodes = [
+            await stack.enter_async_context(open_metadata_quorum(make_config(i, voters, tmp_path)))
+            for i in (1, 2, 3)
+        ]
+        with trio.fail_after(15):
+            for node in nodes:
+                await node.wait_ready()
+        await nodes[1].create("/t")
+        for index in range(20):
+            await nodes[index % 3].create(f"/t/n{index}", str(index).encode())
+        for node in nodes:
+            await node.sync()
+        # Heartbeats keep committing; replicas agree whenever they applied the same prefix.
+        with trio.fail_after(10):
+            while len({(node.last_zxid(), node.tree_digest()) for node in nodes}) != 1:
+                await trio.sleep(0.01)
+        assert nodes[2].children_local("/t") == sorted(f"n{i}" for i in range(20))
+
+
+def test_voters_parsing_and_secret_rules(tmp_path: Path) -> None:
+    assert parse_voters("1@localhost:9093, 2@[::1]:9094") == (
+        Voter(1, "localhost", 9093),
+        Voter(2, "::1", 9094),
+    )
+    for bad in ("", "x@h:1", "1@h", "1@h:1,1@h:2", "1@h:99999"):
+        with pytest.raises(QuorumConfigError):
+            parse_voters(bad)
+    with pytest.raises(QuorumConfigError):
+        config_from_properties(
+            {"controller.quorum.voters": "1@127.0.0.1:1,2@127.0.0.1:2"},
+            node_id=1,
+            data_dir=tmp_path,
+        )
+    one = config_from_properties({}, node_id=1, data_dir=tmp_path)
+    again = config_from_properties({}, node_id=1, data_dir=tmp_path)
+    assert one.secret == again.secret and len(one.secret) > 20
+    assert (tmp_path / "quorum.secret").stat().st_mode & 0o077 == 0
+    assert one.session_timeout_ms == 9000 and one.heartbeat_interval_ms == 2000

@@ -1,0 +1,184 @@
+"""Configuration of the metadata quorum, with Kafka's KRaft key names where Kafka has one.
+
+* `node.id` (required): this node's id.
+* `controller.quorum.voters` (default `<node.id>@127.0.0.1:9093`): `1@host:port,2@host:port`,
+  the Raft voters and their quorum ports. A node not listed is a non-voting learner (KRaft's
+  "observer") that still holds a full local replica for reads and watches.
+* `controller.quorum.secret`: the cluster secret that encrypts and authenticates the quorum
+  port. `controller.quorum.secret.file`: a file holding it. For a one-voter cluster without
+  either, `<data dir>/quorum.secret` is generated (mode 0600); several voters without a
+  secret is a configuration error.
+* `controller.quorum.election.timeout.ms` (1000): randomized in [t, 2t] (Kafka's rule).
+* `controller.quorum.fsync.interval.ms` (1000, trafka's own): how often the journal is
+  msync'ed and fsync'ed (see transport.py).
+* `controller.quorum.request.timeout.ms` (30000): how long a write is retried, with the same
+  request id, before OperationTimeout.
+* `broker.session.timeout.ms` (9000), `broker.heartbeat.interval.ms` (2000): sessions.
+* `zookeeper.chroot` (""): a prefix applied to every path (ZK-02).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from trafka.metadata_quorum.sessions import (
+    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
+    BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+)
+
+
+class QuorumConfigError(ValueError):
+    """A quorum setting that cannot be used (bad voters string, no secret, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """pysyncobj's node id: `host:port`."""
+        return f"{self.host}:{self.port}"
+
+
+def parse_voters(text: str) -> tuple[Voter, ...]:
+    """Parse Kafka's `controller.quorum.voters`: `1@host:port,2@[::1]:port`."""
+    voters: list[Voter] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
+            raise QuorumConfigError(f"bad controller.quorum.voters entry {item!r}")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        port_number = int(port)
+        if not 0 < port_number < 65536:
+            raise QuorumConfigError(f"bad port in {item!r}")
+        voters.append(Voter(int(node), host, port_number))
+    if not voters:
+        raise QuorumConfigError("controller.quorum.voters is empty")
+    if len({v.node_id for v in voters}) != len(voters):
+        raise QuorumConfigError("controller.quorum.voters lists a node id twice")
+    if len({v.address for v in voters}) != len(voters):
+        raise QuorumConfigError("controller.quorum.voters lists an address twice")
+    return tuple(voters)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    node_id: int
+    voters: tuple[Voter, ...]
+    data_dir: Path
+    secret: str
+    election_timeout_ms: int = 1000
+    fsync_interval_ms: int = 1000
+    request_timeout_ms: int = 30_000
+    attempt_timeout_ms: int = 2_000
+    session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS_DEFAULT
+    heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+    chroot: str = ""
+    session_owner: str = ""
+    open_session: bool = True
+    watch_queue_size: int = 10_000
+    connection_retry_ms: int = 300
+
+    @property
+    def is_voter(self) -> bool:
+        return any(v.node_id == self.node_id for v in self.voters)
+
+    @property
+    def self_voter(self) -> Voter | None:
+        return next((v for v in self.voters if v.node_id == self.node_id), None)
+
+    @property
+    def owner(self) -> str:
+        return self.session_owner or f"node-{self.node_id}"
+
+    def voter_for_address(self, address: str) -> Voter | None:
+        return next((v for v in self.voters if v.address == address), None)
+
+
+def load_secret(
+    data_dir: Path, voters: tuple[Voter, ...], secret: str | None, secret_file: str | None
+) -> str:
+    """The cluster secret: given, read from a file, or generated for a one-voter cluster."""
+    if secret:
+        return secret
+    if secret_file:
+        try:
+            text = Path(secret_file).read_text().strip()
+        except OSError as error:
+            raise QuorumConfigError(f"cannot read controller.quorum.secret.file: {error}") from None
+        if not text:
+            raise QuorumConfigError("controller.quorum.secret.file is empty")
+        return text
+    generated = data_dir / "quorum.secret"
+    if generated.exists():
+        return generated.read_text().strip()
+    if len(voters) != 1:
+        raise QuorumConfigError(
+            "a quorum with several voters needs controller.quorum.secret or "
+            "controller.quorum.secret.file (the quorum port unpickles what it receives)"
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(32)
+    fd = os.open(generated, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return value
+
+
+def _int_setting(props: Mapping[str, str], key: str, default: int) -> int:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise QuorumConfigError(f"{key} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise QuorumConfigError(f"{key} must be positive")
+    return value
+
+
+def config_from_properties(
+    props: Mapping[str, str], *, node_id: int, data_dir: Path
+) -> QuorumConfig:
+    """Build a QuorumConfig from Kafka-named properties (strings, as in server.properties)."""
+    voters_text = props.get("controller.quorum.voters") or f"{node_id}@127.0.0.1:9093"
+    voters = parse_voters(voters_text)
+    secret = load_secret(
+        data_dir,
+        voters,
+        props.get("controller.quorum.secret"),
+        props.get("controller.quorum.secret.file"),
+    )
+    session_timeout_ms = _int_setting(
+        props, "broker.session.timeout.ms", BROKER_SESSION_TIMEOUT_MS_DEFAULT
+    )
+    heartbeat_interval_ms = _int_setting(
+        props, "broker.heartbeat.interval.ms", BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+    )
+    if heartbeat_interval_ms >= session_timeout_ms:
+        raise QuorumConfigError("broker.heartbeat.interval.ms must be < broker.session.timeout.ms")
+    return QuorumConfig(
+        node_id=node_id,
+        voters=voters,
+        data_dir=data_dir,
+        secret=secret,
+        election_timeout_ms=_int_setting(props, "controller.quorum.election.timeout.ms", 1000),
+        fsync_interval_ms=_int_setting(props, "controller.quorum.fsync.interval.ms", 1000),
+        request_timeout_ms=_int_setting(props, "controller.quorum.request.timeout.ms", 30_000),
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        chroot=props.get("zookeeper.chroot", ""),
+    )

@@ -1,0 +1,269 @@
+"""The Raft transport: the ONLY module that imports pysyncobj (PLATFORM.md §1).
+
+One `SyncObj` per node replicates one `ZNodeTree` (held by a `SyncObjConsumer`, so the
+tree is the only thing pickled into snapshots). Every committed `Entry` is applied on
+pysyncobj's tick thread, in log order, under `RaftTransport.lock`; the apply listener (the
+bridge) is called right there, so watch registration and reads, which take the same lock,
+are atomic with respect to applies.
+
+Settings, and why (PLATFORM.md §1.7, "Recommendations"):
+
+* `password=` always (Fernet over every frame): pysyncobj unpickles what arrives on its port,
+  so without it the port is remote code execution and its admin commands are open.
+* `bindAddress` = the voter's own host: never 0.0.0.0.
+* `appendEntriesUseBatch=False`: sub-millisecond commits instead of ~100 ms.
+* election timeout randomized in [t, 2t] with t = `controller.quorum.election.timeout.ms`,
+  heartbeats every t/5, `leaderFallbackTimeout` = 4t (a leader cut off from the majority
+  steps down after that instead of pysyncobj's 30 s), `connectionRetryTime` 0.3 s.
+* journal `<data dir>/quorum.journal` (+ `.meta`) and snapshots `<data dir>/quorum.dump`.
+* a voter is `SyncObj("host:port", other voters)`; a learner (not in the voters list) is
+  `SyncObj(None, voters)`: it applies everything, never votes, and forwards its writes.
+
+Durability (pysyncobj never fsyncs, §1.4): the journal is an mmap'ed file, so every
+appended entry is in the page cache the moment it is written and **survives SIGKILL of the
+process (and of every voter at once)**. A tick callback msyncs the journal and fsyncs the
+journal, its `.meta`, the snapshot and the data directory every
+`controller.quorum.fsync.interval.ms` (1 s). **On power loss or a kernel crash, up to that
+interval of acknowledged commits can be lost**, and because a follower acknowledges an
+AppendEntries before its fsync, a correlated power loss of a majority can lose a committed
+entry. Fsyncing before every acknowledgement would need a patched pysyncobj; we do not.
+
+Not implemented: dynamic voter changes (`addNodeToCluster`), leadership transfer, TLS on the
+quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from trafka.metadata_quorum.config import QuorumConfig
+from trafka.metadata_quorum.status import ReplicaState
+from trafka.metadata_quorum.tree import Applied, Entry, ErrorCode, ErrorResult, Result, ZNodeTree
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+JOURNAL_FILE = "quorum.journal"
+DUMP_FILE = "quorum.dump"
+
+
+class ProposalFailure(enum.Enum):
+    """Why a proposal got no result. Every one of these means: outcome unknown, retry."""
+
+    QUEUE_FULL = FAIL_REASON.QUEUE_FULL
+    MISSING_LEADER = FAIL_REASON.MISSING_LEADER
+    DISCARDED = FAIL_REASON.DISCARDED
+    NOT_LEADER = FAIL_REASON.NOT_LEADER
+    LEADER_CHANGED = FAIL_REASON.LEADER_CHANGED
+    REQUEST_DENIED = FAIL_REASON.REQUEST_DENIED
+    UNKNOWN_OUTCOME = FAIL_REASON.UNKNOWN_OUTCOME
+
+
+ApplyListener = Callable[[Entry, Applied], None]
+ProposalCallback = Callable[[Result | None, ProposalFailure | None], None]
+
+
+class _TreeConsumer(SyncObjConsumer):  # type: ignore[misc]
+    """Holds the tree. Attributes set before `SyncObjConsumer.__init__` are not snapshotted."""
+
+    def __init__(self, lock: threading.Lock, listener: ApplyListener) -> None:
+        self._tree_lock = lock
+        self._listener = listener
+        super().__init__()
+        self.tree = ZNodeTree()  # the replicated state: the only snapshotted attribute
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_entry(self, entry: object) -> Result:
+        with self._tree_lock:
+            if not isinstance(entry, Entry):
+                return ErrorResult(ErrorCode.MARSHALLING_ERROR, "")
+            applied = self.tree.apply(entry)
+            try:
+                self._listener(entry, applied)
+            except Exception:  # the tick thread must survive a listener bug
+                logger.exception("metadata quorum apply listener failed")
+            return applied.result
+
+
+class RaftTransport:
+    """One node's pysyncobj instance. Construct it on the trio main thread (§1.7 #7)."""
+
+    def __init__(
+        self,
+        config: QuorumConfig,
+        listener: ApplyListener,
+        *,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.lock = threading.Lock()
+        self._consumer = _TreeConsumer(self.lock, listener)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._journal_path = str(config.data_dir / JOURNAL_FILE)
+        self._dump_path = str(config.data_dir / DUMP_FILE)
+        self._fsync_interval_s = config.fsync_interval_ms / 1000
+        self._next_fsync = 0.0
+        self._caught_up_monotonic: dict[str, float] = {}
+        self._started_monotonic = time.monotonic()
+        election_s = config.election_timeout_ms / 1000
+        me = config.self_voter
+        conf = SyncObjConf(
+            password=config.secret,
+            bindAddress=me.address if me else None,
+            appendEntriesUseBatch=False,
+            raftMinTimeout=election_s,
+            raftMaxTimeout=2 * election_s,
+            appendEntriesPeriod=election_s / 5,
+            connectionTimeout=max(2 * election_s, 1.0),
+            connectionRetryTime=config.connection_retry_ms / 1000,
+            leaderFallbackTimeout=4 * election_s,
+            journalFile=self._journal_path,
+            fullDumpFile=self._dump_path,
+            commandsQueueSize=10_000,
+            onReady=on_ready,
+            dynamicMembershipChange=False,
+        )
+        others = [v.address for v in config.voters if v is not me]
+        self._syncobj = SyncObj(
+            me.address if me else None, others, conf, consumers=[self._consumer]
+        )
+        self._syncobj.addOnTickCallback(self._on_tick)
+
+    # -- writes and reads --------------------------------------------------------------
+
+    def propose(self, entry: Entry, callback: ProposalCallback) -> None:
+        """Queue an entry; `callback` runs later on the tick thread (never on the caller's)."""
+
+        def on_done(result: Any, error: int) -> None:
+            if error == FAIL_REASON.SUCCESS:
+                callback(result, None)
+            else:
+                callback(None, ProposalFailure(error))
+
+        self._consumer.apply_entry(entry, callback=on_done)
+
+    def read(self, reader: Callable[[ZNodeTree], T]) -> T:
+        """Run `reader` on the local replica, atomically with respect to applies."""
+        with self.lock:
+            return reader(self._consumer.tree)
+
+    # -- state -------------------------------------------------------------------------
+
+    def is_ready(self) -> bool:
+        return bool(self._syncobj.isReady())
+
+    def is_leader(self) -> bool:
+        return bool(self._syncobj._isLeader())
+
+    def has_quorum(self) -> bool:
+        return bool(self._syncobj.hasQuorum)
+
+    def leader_id(self) -> int:
+        leader = self._syncobj._getLeader()
+        if leader is None:
+            return -1
+        voter = self.config.voter_for_address(getattr(leader, "address", str(leader)))
+        return voter.node_id if voter else -1
+
+    def term(self) -> int:
+        return int(self._syncobj.raftCurrentTerm)
+
+    def commit_index(self) -> int:
+        return int(self._syncobj.raftCommitIndex)
+
+    def last_applied(self) -> int:
+        return int(self._syncobj.raftLastApplied)
+
+    def raw_status(self) -> dict[str, Any]:
+        return dict(self._syncobj.getStatus())
+
+    def voter_states(self, now_ms: int) -> tuple[ReplicaState, ...]:
+        """Per-voter log end offsets and fetch times; known only on the leader (-1 elsewhere)."""
+        leader_id = self.leader_id()
+        is_leader = self.is_leader()
+        mono_now = time.monotonic()
+        try:
+            match = dict(self._syncobj._SyncObj__raftMatchIndex)
+            response = dict(self._syncobj._SyncObj__lastResponseTime)
+            own_end = int(self._syncobj._SyncObj__getCurrentLogIndex())
+        except (AttributeError, RuntimeError):
+            match, response, own_end = {}, {}, -1
+        by_address = {getattr(node, "address", str(node)): node for node in match}
+        caught_up = dict(self._caught_up_monotonic)
+
+        def wall(mono: float | None) -> int:
+            return -1 if mono is None else int(now_ms - (mono_now - mono) * 1000)
+
+        states: list[ReplicaState] = []
+        me = self.config.self_voter
+        for voter in self.config.voters:
+            status = "Leader" if voter.node_id == leader_id else "Follower"
+            if voter is me and is_leader:
+                states.append(ReplicaState(voter.node_id, own_end, now_ms, now_ms, status))
+                continue
+            node = by_address.get(voter.address)
+            if not is_leader or node is None:
+                states.append(ReplicaState(voter.node_id, -1, -1, -1, status))
+                continue
+            states.append(
+                ReplicaState(
+                    voter.node_id,
+                    int(match.get(node, -1)),
+                    wall(response.get(node)),
+                    wall(caught_up.get(voter.address)),
+                    status,
+                )
+            )
+        return tuple(states)
+
+    # -- tick thread: fsync policy and caught-up times -------------------------------------
+
+    def _on_tick(self) -> None:
+        now = time.monotonic()
+        if self.is_leader():
+            try:
+                commit = int(self._syncobj.raftCommitIndex)
+                for node, index in list(self._syncobj._SyncObj__raftMatchIndex.items()):
+                    if index >= commit:
+                        self._caught_up_monotonic[getattr(node, "address", str(node))] = now
+            except (AttributeError, RuntimeError):
+                pass
+        if now >= self._next_fsync:
+            self._next_fsync = now + self._fsync_interval_s
+            self.sync_to_disk()
+
+    def sync_to_disk(self) -> None:
+        """msync the journal, then fsync the journal, its meta, the snapshot and the dir."""
+        try:
+            self._syncobj._SyncObj__raftLog.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+        for path in (self._journal_path, self._journal_path + ".meta", self._dump_path):
+            _fsync_path(path, os.O_RDONLY)
+        _fsync_path(str(self.config.data_dir), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+    def destroy(self) -> None:
+        """Stop the tick thread and close the port; the final state is synced to disk."""
+        self._syncobj.destroy_synchronous()
+        self.sync_to_disk()
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
