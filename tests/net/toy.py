@@ -41,8 +41,11 @@ def nested(api_key: int, version: int, name: str) -> type[Any]:
 
 
 class ToyBroker:
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", supported: protocol.SupportedApis = SUPPORTED
+    ) -> None:
         self.host = host
+        self.supported = supported
         self.port = 0
         self.seen: list[tuple[int, int, int]] = []
 
@@ -62,7 +65,7 @@ class ToyBroker:
                         min_version=i16(e.advertised_min),
                         max_version=i16(e.max_version),
                     )
-                    for e in SUPPORTED
+                    for e in self.supported
                 ),
                 throttle_time=ZERO_MS,
             )

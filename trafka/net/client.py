@@ -35,6 +35,7 @@ from . import codec, headers, protocol
 from .framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameError, FrameReader, send_buffers
 
 _SIZE = struct.Struct(">i")
+_UNSUPPORTED_VERSION_BYTES: Final = struct.pack(">h", int(ErrorCode.unsupported_version))
 CLIENT_SOFTWARE_NAME: Final = "trafka"
 CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
 
@@ -227,8 +228,17 @@ class KafkaConnection:
             raise ConnectionBroken(
                 f"correlation id {correlation_id}, expected {waiter.correlation_id}"
             )
+        version = waiter.api_version
+        if (
+            waiter.api_key == protocol.API_VERSIONS_KEY
+            and frame[offset : offset + 2] == _UNSUPPORTED_VERSION_BYTES
+        ):
+            # KIP-511: a broker that does not know our ApiVersions version answers in the
+            # v0 layout (as Kafka's ApiVersionsResponse.parse falls back to v0).
+            version = 0
+        response = codec.decode_response(waiter.api_key, version, frame, offset)
         self._waiting.popleft()
-        waiter.response = codec.decode_response(waiter.api_key, waiter.api_version, frame, offset)
+        waiter.response = response
         waiter.done.set()
 
     async def negotiate_api_versions(
