@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
-from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v0.request import MetadataRequest as MetadataRequestV0
 from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
 
@@ -30,15 +29,13 @@ Open = Callable[..., Awaitable[KafkaConnection]]
 async def open_connection(nursery: trio.Nursery) -> AsyncIterator[Open]:
     connections: list[KafkaConnection] = []
 
-    async def open_(
-        supported: protocol.SupportedApis = SUPPORTED, **kwargs: float
-    ) -> KafkaConnection:
+    async def open_(supported: protocol.SupportedApis = SUPPORTED) -> KafkaConnection:
         broker = ToyBroker(supported=supported)
         server = KafkaServer(broker.handle, supported)
         bound = await nursery.start(server.serve, [Listener("PLAINTEXT", "127.0.0.1", 0)])
         broker.port = bound[0].port
         connection = await KafkaConnection.connect(
-            "127.0.0.1", broker.port, client_id="client-test", **kwargs
+            "127.0.0.1", broker.port, client_id="client-test"
         )
         connections.append(connection)
         return connection
@@ -124,4 +121,3 @@ def test_choose_version() -> None:
         choose_version(ranges, 1, 4, 11)
     with pytest.raises(UnsupportedByBroker):
         choose_version({0: protocol.ApiVersionRange(0, 10, 12)}, 0, 3, 9)
-    assert ErrorCode.none == 0
