@@ -1,0 +1,281 @@
+"""An in-memory znode tree that executes `ControllerStep.writes` as ZooKeeper's multi would,
+and a driver that feeds a `Controller` and honours the shell contract of `effects.py`.
+
+A fake with the tree's semantics (versions, all-or-nothing multi, parents, recursive
+delete, sequential children), not a mock: tests assert on the resulting tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trafka.node.controller.effects import (
+    CheckVersion,
+    ControllerStep,
+    CreateNode,
+    DeleteNode,
+    SetNode,
+    ZnodeOp,
+)
+from trafka.node.controller.events import ControllerEvent, ControllerFailover, WritesFailed
+from trafka.node.controller.machine import Controller, ControllerConfig
+from trafka.node.controller.payloads import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    DELETE_TOPICS_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
+    TOPICS_PATH,
+    BrokerInfo,
+    PartitionListData,
+    PartitionStateData,
+    ReassignmentPlanData,
+    TopicAssignmentData,
+    TreeSnapshot,
+    Versioned,
+    delete_topic_path,
+    partition_state_path,
+    topic_path,
+)
+from trafka.node.replication.ids import BrokerId, ControllerEpoch, TopicPartition, ZkVersion
+
+
+class MultiFailed(Exception):
+    pass
+
+
+@dataclass
+class FakeTree:
+    nodes: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    zxid: int = 0
+    sequence: int = 0
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted(
+            p[len(prefix) :]
+            for p in self.nodes
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+        )
+
+    def get(self, path: str) -> Any:
+        return self.nodes[path][0]
+
+    def version(self, path: str) -> int:
+        return self.nodes[path][1]
+
+    def exists(self, path: str) -> bool:
+        return path in self.nodes
+
+    def create(self, path: str, data: Any) -> int:
+        """Create with parents; returns the creation zxid (a broker epoch)."""
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:i])
+            if parent not in self.nodes:
+                self.nodes[parent] = (None, 0)
+        if path in self.nodes:
+            raise MultiFailed(f"exists: {path}")
+        self.zxid += 1
+        self.nodes[path] = (data, 0)
+        return self.zxid
+
+    def create_sequential(self, parent: str, prefix: str, data: Any) -> str:
+        name = f"{prefix}{self.sequence:010d}"
+        self.sequence += 1
+        self.create(f"{parent}/{name}", data)
+        return name
+
+    def set(self, path: str, data: Any, expected_version: int) -> int:
+        if path not in self.nodes:
+            raise MultiFailed(f"no node: {path}")
+        _, version = self.nodes[path]
+        if expected_version != -1 and expected_version != version:
+            raise MultiFailed(f"bad version {path}: {version} != {expected_version}")
+        self.nodes[path] = (data, version + 1)
+        return version + 1
+
+    def delete(self, path: str, recursive: bool = False) -> None:
+        if path not in self.nodes:
+            raise MultiFailed(f"no node: {path}")
+        below = [p for p in self.nodes if p.startswith(path + "/")]
+        if below and not recursive:
+            raise MultiFailed(f"not empty: {path}")
+        for p in [*below, path]:
+            del self.nodes[p]
+
+    def multi(self, ops: tuple[ZnodeOp, ...]) -> bool:
+        saved = (dict(self.nodes), self.zxid)
+        try:
+            for op in ops:
+                self._apply(op)
+        except MultiFailed:
+            self.nodes, self.zxid = saved
+            return False
+        return True
+
+    def _apply(self, op: ZnodeOp) -> None:
+        if isinstance(op, CheckVersion):
+            if op.path not in self.nodes or self.version(op.path) != op.expected_version:
+                raise MultiFailed(f"check failed: {op.path}")
+        elif isinstance(op, CreateNode):
+            self.create(op.path, op.data)
+        elif isinstance(op, SetNode):
+            self.set(op.path, op.data, op.expected_version)
+        elif isinstance(op, DeleteNode):
+            if op.if_exists and op.path not in self.nodes:
+                return
+            self.delete(op.path, op.recursive)
+
+    # -- what a shell reads ---------------------------------------------------------------
+
+    def brokers(self) -> tuple[BrokerInfo, ...]:
+        return tuple(self.get(f"{BROKER_IDS_PATH}/{c}") for c in self.children(BROKER_IDS_PATH))
+
+    def topics(self) -> dict[str, Versioned[TopicAssignmentData]]:
+        return {
+            t: Versioned(self.get(topic_path(t)), ZkVersion(self.version(topic_path(t))))
+            for t in self.children(TOPICS_PATH)
+        }
+
+    def partition_state(self, tp: TopicPartition) -> Versioned[PartitionStateData] | None:
+        path = partition_state_path(tp)
+        if path not in self.nodes:
+            return None
+        return Versioned(self.get(path), ZkVersion(self.version(path)))
+
+    def reassignment(self) -> Versioned[ReassignmentPlanData] | None:
+        if REASSIGN_PARTITIONS_PATH not in self.nodes:
+            return None
+        return Versioned(
+            self.get(REASSIGN_PARTITIONS_PATH), ZkVersion(self.version(REASSIGN_PARTITIONS_PATH))
+        )
+
+    def snapshot(self) -> TreeSnapshot:
+        states = {}
+        for topic, versioned in self.topics().items():
+            for partition in versioned.data.partitions:
+                tp = TopicPartition(topic, partition)
+                state = self.partition_state(tp)
+                if state is not None:
+                    states[tp] = state
+        preferred = (
+            self.get(PREFERRED_REPLICA_ELECTION_PATH)
+            if PREFERRED_REPLICA_ELECTION_PATH in self.nodes
+            else None
+        )
+        return TreeSnapshot(
+            controller_epoch=Versioned(
+                ControllerEpoch(self.get(CONTROLLER_EPOCH_PATH)),
+                ZkVersion(self.version(CONTROLLER_EPOCH_PATH)),
+            ),
+            brokers=self.brokers(),
+            topics=self.topics(),
+            partition_states=states,
+            reassignment=self.reassignment(),
+            preferred_election=preferred,
+            topics_to_delete=tuple(self.children(DELETE_TOPICS_PATH)),
+            isr_change_notifications=tuple(self.children(ISR_CHANGE_NOTIFICATION_PATH)),
+        )
+
+
+def new_tree(*brokers: int, racks: dict[int, str] | None = None) -> FakeTree:
+    tree = FakeTree()
+    tree.create(CONTROLLER_EPOCH_PATH, ControllerEpoch(0))
+    for broker in brokers:
+        register(tree, broker, racks)
+    return tree
+
+
+def register(tree: FakeTree, broker: int, racks: dict[int, str] | None = None) -> BrokerInfo:
+    path = f"{BROKER_IDS_PATH}/{broker}"
+    epoch = tree.zxid + 1
+    info = BrokerInfo(
+        BrokerId(broker),
+        epoch,
+        (racks or {}).get(broker),
+        (f"PLAINTEXT://127.0.0.1:{9090 + broker}",),
+    )
+    tree.create(path, info)
+    return info
+
+
+def unregister(tree: FakeTree, broker: int) -> None:
+    tree.delete(f"{BROKER_IDS_PATH}/{broker}")
+
+
+def create_topic(tree: FakeTree, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+    data = TopicAssignmentData({p: tuple(BrokerId(b) for b in rs) for p, rs in assignment.items()})
+    tree.create(topic_path(topic), data)
+
+
+def request_deletion(tree: FakeTree, topic: str) -> None:
+    tree.create(delete_topic_path(topic), None)
+
+
+def write_plan(tree: FakeTree, plan: dict[TopicPartition, tuple[int, ...]]) -> None:
+    data = ReassignmentPlanData({tp: tuple(BrokerId(b) for b in rs) for tp, rs in plan.items()})
+    if tree.exists(REASSIGN_PARTITIONS_PATH):
+        tree.set(REASSIGN_PARTITIONS_PATH, data, -1)
+    else:
+        tree.create(REASSIGN_PARTITIONS_PATH, data)
+
+
+def write_preferred(tree: FakeTree, tps: tuple[TopicPartition, ...]) -> None:
+    tree.create(PREFERRED_REPLICA_ELECTION_PATH, PartitionListData(tps))
+
+
+@dataclass
+class Driver:
+    """Feeds events to a controller the way the shell will (effects.py contract)."""
+
+    tree: FakeTree
+    controller: Controller
+    steps: list[ControllerStep] = field(default_factory=list)
+    failed_multis: int = 0
+
+    @classmethod
+    def elect(
+        cls, tree: FakeTree, broker: int, config: ControllerConfig | None = None, now_ms: int = 0
+    ) -> Driver:
+        driver = cls(tree, Controller(BrokerId(broker), config))
+        driver.run(ControllerFailover(tree.snapshot(), now_ms))
+        return driver
+
+    def run(self, event: ControllerEvent, max_retries: int = 5) -> ControllerStep:
+        step = self.controller.handle(event)
+        for _ in range(max_retries):
+            self.steps.append(step)
+            if not step.writes or self.tree.multi(step.writes):
+                return step
+            self.failed_multis += 1
+            step = self.controller.handle(WritesFailed(self.tree.snapshot()))
+        raise AssertionError("controller could not commit its writes")
+
+    def state(self, tp: TopicPartition) -> PartitionStateData:
+        versioned = self.tree.partition_state(tp)
+        assert versioned is not None
+        return versioned.data
+
+
+def leader_changes_isr(tree: FakeTree, tp: TopicPartition, isr: tuple[int, ...]) -> Any:
+    """What a partition leader does on ISR expand/shrink: a conditional write of the state
+    (same leader and epoch) plus a sequential notification child; returns the event the
+    shell would then build."""
+    from trafka.node.controller.events import IsrChangeNotification
+
+    current = tree.partition_state(tp)
+    assert current is not None
+    data = PartitionStateData(
+        current.data.leader, current.data.leader_epoch, tuple(BrokerId(b) for b in isr),
+        current.data.controller_epoch,
+    )  # fmt: skip
+    tree.set(partition_state_path(tp), data, current.version)
+    child = tree.create_sequential(
+        ISR_CHANGE_NOTIFICATION_PATH, "isr_change_", PartitionListData((tp,))
+    )
+    state = tree.partition_state(tp)
+    assert state is not None
+    return IsrChangeNotification((child,), {tp: state})
