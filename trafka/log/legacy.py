@@ -179,9 +179,36 @@ def decode_legacy_entry(
     return RecordBatch(header, records)
 
 
+def decode_legacy_messages(
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    check_crc: bool = True,
+) -> tuple[LegacyMessage, tuple[tuple[Record, LegacyMessage], ...]]:
+    """The shallow message at `pos` and each record with the message it came from (for
+    tools that show per-message CRCs, like dump-log). Same checks as `decode_legacy_entry`."""
+    wrapper = read_message(buf, pos)
+    if check_crc and not wrapper.crc_valid:
+        raise CorruptRecordError(f"message at {pos}: CRC-32 mismatch")
+    codec = wrapper.compression
+    if codec is CompressionType.NONE:
+        record = Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value)
+        return wrapper, ((record, wrapper),)
+    inner = _inner_messages(wrapper, codec, pos, max_decompressed_bytes, check_crc)
+    records = _records_of(wrapper, inner)
+    return wrapper, tuple(zip(records, inner, strict=True))
+
+
 def _inner_records(
     wrapper: LegacyMessage, codec: CompressionType, pos: int, limit: int, check_crc: bool
 ) -> tuple[Record, ...]:
+    return _records_of(wrapper, _inner_messages(wrapper, codec, pos, limit, check_crc))
+
+
+def _inner_messages(
+    wrapper: LegacyMessage, codec: CompressionType, pos: int, limit: int, check_crc: bool
+) -> list[LegacyMessage]:
     if wrapper.value is None:
         raise CorruptRecordError(f"compressed message at {pos} has a null value")
     value = wrapper.value
@@ -204,6 +231,10 @@ def _inner_records(
         cursor += LOG_OVERHEAD + message.size
     if not inner:
         raise CorruptRecordError(f"compressed message at {pos} has no inner messages")
+    return inner
+
+
+def _records_of(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> tuple[Record, ...]:
     # v0 inner offsets are absolute; v1 inner offsets are relative to the first one
     offset_shift = 0 if wrapper.magic == 0 else wrapper.offset - inner[-1].offset
     append_time = wrapper.timestamp if wrapper.is_log_append_time else None

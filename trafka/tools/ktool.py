@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from trafka.tools.dump_log import dump_log_app
+
 app = typer.Typer(
     name="ktool",
     help="Administer a trafka cluster: topics, quorum, reassignment, groups, logs, audit.",
@@ -18,6 +20,7 @@ app = typer.Typer(
 )
 
 # Command registrations (one line per command module):
+app.add_typer(dump_log_app, name="dump-log")
 
 
 def main() -> None:
