@@ -40,6 +40,7 @@ from trafka.net.headers import RequestHeader
 from trafka.node.config import BrokerConfig, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
+from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore, MetadataStore, NodeExists
 from trafka.node.replica_manager import ReplicaManager
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
@@ -75,6 +76,17 @@ class ConfigEntry:
     documentation: str | None = None
 
 
+def _first_os_error(raised: BaseException) -> OSError | None:
+    if isinstance(raised, OSError):
+        return raised
+    if isinstance(raised, BaseExceptionGroup):
+        for inner in raised.exceptions:
+            found = _first_os_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -92,7 +104,7 @@ class Broker:
         self.registry = registry or load_all()
         self.cluster_id = ""
         self.store: MetadataStore | None = None
-        self.log_manager: Any = None
+        self.log_manager: LocalLogs | None = None
         self._topics: TopicManager | None = None
         self._replica_manager: ReplicaManager | None = None
         self.brokers: dict[int, BrokerInfo] = {}
@@ -155,6 +167,34 @@ class Broker:
         state = await self.topics.create(name, plan, configs)
         for partition in state.partitions:
             if state.partitions[partition].leader == self.node_id:
+                self.replica_manager.get_or_create_log(name, partition)
+        return state
+
+    async def add_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool,
+    ) -> TopicState:
+        if validate_only:
+            state = self.topics.get(name)
+            if state is None:
+                raise TopicError(
+                    ErrorCode.unknown_topic_or_partition,
+                    "This server does not host this topic-partition.",
+                )
+            if count <= len(state.partitions):
+                raise TopicError(
+                    ErrorCode.invalid_partitions,
+                    f"Topic currently has {len(state.partitions)} partitions, which is higher "
+                    f"than the requested {count}.",
+                )
+            return state
+        state = await self.topics.add_partitions(name, count, assignments)
+        for partition, partition_state in state.partitions.items():
+            if partition_state.leader == self.node_id:
                 self.replica_manager.get_or_create_log(name, partition)
         return state
 
@@ -323,20 +363,22 @@ class Broker:
                 log.warning("ignoring bad dynamic config %s=%r", key, text)
         self.config = self.config.with_dynamic(values)
 
-    def _open_logs(self) -> Any:
+    def _open_logs(self) -> LocalLogs:
         from trafka.log.config import LogConfig
-        from trafka.log.log_manager import LogManager
 
         try:
-            return LogManager(
+            logs = LocalLogs(
                 [Path(d) for d in self.config.log_dirs],
-                default_config=LogConfig.from_properties(self.config.topic_defaults()),
+                LogConfig.from_properties(self.config.topic_defaults()),
                 now_ms=_now_ms(),
-                node_id=self.node_id,
-                cluster_id=self.cluster_id,
             )
+            logs.open_existing(self.log_config_for)
         except OSError as error:
             raise StartupError(f"cannot open log directories: {error}") from None
+        return logs
+
+    def local_partition_sizes(self) -> list[tuple[str, str, int, int]]:
+        return [] if self.log_manager is None else self.log_manager.partition_sizes()
 
     def _registration(self) -> znodes.BrokerRegistration:
         endpoints = tuple(
@@ -418,7 +460,10 @@ class Broker:
         ]
         try:
             bound = await nursery.start(kafka_server.serve, listeners)
-        except OSError as error:
+        except (OSError, ExceptionGroup) as raised:
+            error = _first_os_error(raised)
+            if error is None:
+                raise
             uri = ",".join(listener.uri() for listener in self.config.listeners)
             if error.errno == errno.EADDRINUSE:
                 raise StartupError(f"cannot listen on {uri}: address already in use") from None
@@ -432,7 +477,7 @@ class Broker:
         while True:
             await trio.sleep(MAINTENANCE_INTERVAL_S)
             manager = self.log_manager
-            if manager is not None and hasattr(manager, "maintenance"):
+            if manager is not None:
                 try:
                     await trio.to_thread.run_sync(manager.maintenance, _now_ms())
                 except Exception:
@@ -445,7 +490,6 @@ class Broker:
         try:
             self.cluster_id = await self._load_cluster_id(store)
             await self._load_dynamic_configs(store)
-            self.log_manager = self._open_logs()
             self._topics = TopicManager(
                 store,
                 node_id=self.node_id,
@@ -454,6 +498,7 @@ class Broker:
                 rng=self._rng,
             )
             await self._topics.load()
+            self.log_manager = await trio.to_thread.run_sync(self._open_logs)
             self._replica_manager = ReplicaManager(
                 node_id=self.node_id,
                 topics=self._topics,

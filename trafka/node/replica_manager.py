@@ -50,8 +50,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: Any = None
-    """bytes, or whatever the log returns for zero-copy sends (FileRegion list)."""
+    records: bytes | None = None
     size: int = 0
 
 
@@ -160,12 +159,14 @@ class ReplicaManager:
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
             code, message = _error_for(error)
             return AppendResult(code, log_start_offset=log.log_start_offset, error_message=message)
-        if not getattr(info, "duplicate", False):
+        if not info.duplicate:
+            # Single-node slice: the ISR is this broker, so HW = LEO (issue 5 replaces this).
+            log.update_high_watermark(log.log_end_offset)
             self._wake_fetches()
         return AppendResult(
             0,
             base_offset=int(info.first_offset),
-            log_append_time_ms=int(getattr(info, "log_append_time_ms", -1)),
+            log_append_time_ms=int(info.log_append_time_ms),
             log_start_offset=int(log.log_start_offset),
         )
 
@@ -205,7 +206,9 @@ class ReplicaManager:
         if fetch_offset >= upper or (max_bytes <= 0 and not min_one_batch):
             return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, b"", 0)
         try:
-            data = log.read(fetch_offset, max_bytes=max(1, max_bytes), max_offset=upper)
+            data = log.read(
+                fetch_offset, max_bytes=max_bytes, max_offset=upper, min_one_batch=min_one_batch
+            )
         except Exception as error:
             read_code, _ = _error_for(error)
             return ReadResult(read_code, high_watermark, last_stable_offset, log_start_offset)
@@ -240,11 +243,27 @@ class ReplicaManager:
         found = log.offset_for_timestamp(timestamp)
         if found is None:
             return OffsetResult(0, -1, -1, -1)
-        found_offset, found_timestamp = _offset_and_timestamp(found)
-        if timestamp != MAX_TIMESTAMP and found_offset >= high_watermark:
+        if timestamp != MAX_TIMESTAMP and found.offset >= high_watermark:
             return OffsetResult(0, -1, -1, -1)
-        found_epoch = getattr(found, "leader_epoch", leader_epoch)
-        return OffsetResult(0, found_offset, found_timestamp, int(found_epoch))
+        found_epoch = -1 if found.leader_epoch is None else found.leader_epoch
+        return OffsetResult(0, found.offset, found.timestamp, found_epoch)
+
+    def end_offset_for_epoch(
+        self, topic: str, partition: int, epoch: int, *, current_leader_epoch: int = -1
+    ) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch: (error_code, epoch, end_offset)."""
+        error_code, log, leader_epoch = self._leader_log(topic, partition)
+        if log is None:
+            return error_code, -1, -1
+        if current_leader_epoch >= 0 and current_leader_epoch != leader_epoch:
+            code = (
+                ErrorCode.fenced_leader_epoch
+                if current_leader_epoch < leader_epoch
+                else ErrorCode.unknown_leader_epoch
+            )
+            return int(code), -1, -1
+        found_epoch, end_offset = log.end_offset_for_epoch(epoch)
+        return 0, int(found_epoch), int(end_offset)
 
     # ---- admin --------------------------------------------------------------------------------
     def delete_records_before(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
@@ -267,22 +286,12 @@ class ReplicaManager:
             self._log_manager.delete(topic, partition)
 
 
-def _fetch_payload(data: Any) -> tuple[Any, int]:
-    """(records for the response, size in bytes) from the log's FetchData."""
-    if data is None:
+def _fetch_payload(data: Any) -> tuple[bytes, int]:
+    """(records bytes, size) from the log's FetchData (file regions read with pread).
+
+    TODO(perf): hand the FileRegions to trafka.net for os.sendfile instead of copying.
+    """
+    if data is None or data.size == 0:
         return b"", 0
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data), len(data)
-    records = getattr(data, "records", None)
-    size = getattr(data, "size", None)
-    if records is None:
-        records = getattr(data, "data", b"")
-    if size is None:
-        size = len(records) if isinstance(records, (bytes, bytearray)) else 0
-    return records, int(size)
-
-
-def _offset_and_timestamp(found: Any) -> tuple[int, int]:
-    if isinstance(found, tuple):
-        return int(found[1]), int(found[0])
-    return int(found.offset), int(found.timestamp)
+    payload = data.to_bytes()
+    return payload, len(payload)

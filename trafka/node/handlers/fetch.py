@@ -91,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     responses: list[dict[str, Any]] = []
     index = 0
     for topic in request.topics:
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         for p in topic.partitions:
             result = reads[index]
             index += 1
@@ -104,7 +104,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "log_start_offset": result.log_start_offset,
                     "aborted_transactions": [] if isolation_level == 1 else None,
                     "preferred_read_replica": -1,
-                    "records": result.records,
+                    "records": result.records or b"",
                 }
             )
         responses.append(

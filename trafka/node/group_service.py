@@ -1,0 +1,520 @@
+"""The trio shell around the pure group coordinator (`trafka.group`), one per broker.
+
+What it adds to the logic (STYLE 1: keep this short):
+
+* **Where a group lives** (GRP-05): `partition_for(group_id, partitions of __consumer_offsets)`;
+  this node coordinates the groups of the `__consumer_offsets` partitions it leads and
+  answers NOT_COORDINATOR for the others, so clients look the coordinator up again.
+* **`__consumer_offsets`** is created on the first FindCoordinator (compacted,
+  `offsets.topic.num.partitions` partitions, replication factor
+  `offsets.topic.replication.factor` capped by the live brokers).
+* **Loading**: the first request for a partition this node leads (or leads in a new leader
+  epoch, i.e. after a failover) reads the partition from its log start to its high watermark
+  and rebuilds the coordinator with `GroupCoordinator.load`; a partition whose leadership
+  moved away is unloaded (its parked requests get NOT_COORDINATOR).
+* **Records**: every call's records are appended with acks=all (Kafka's offsets topic
+  semantics) before its answers are released. If an append fails, the callers get Kafka's
+  mapped error (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE) and the partition is unloaded,
+  so the next request reloads it from the log: the in-memory state never runs ahead of the
+  log for long (Kafka reverts instead; we rebuild).
+* **Parking**: JoinGroup/SyncGroup callers wait on a `_Waiter` keyed by `RequestId` until a
+  `Reply` addresses them. Calls on one partition are serialised by a `trio.Lock`.
+* **Time**: a timer task sleeps until the earliest `next_deadline_ms()` of the loaded
+  coordinators (or a wake-up after each call, or 1 s to notice leadership changes) and
+  calls `tick(now_ms)`.
+
+Wiring: `GroupService.of(broker)` attaches one service to a broker on first use and starts
+the timer with `trio.lowlevel.spawn_system_task` (the broker has no hook for it yet; the
+broker can instead `nursery.start(service.run)` and set `broker.group_service`).
+
+Not implemented: eager loading of every partition on becoming leader (we load on first
+request, so offset expiry of a partition nobody asks about waits for that request),
+COORDINATOR_LOAD_IN_PROGRESS (a load happens inside the request that needs it),
+transactional offsets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.group.config import OFFSETS_TOPIC, GroupConfig
+from trafka.group.coordinator import Effects, GroupCoordinator, Reply
+from trafka.group.hashing import partition_for
+from trafka.group.messages import (
+    GroupDeletion,
+    GroupDescription,
+    GroupListing,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResult,
+    LeaveGroupResult,
+    LeavingMember,
+    OffsetCommitRequest,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    PartitionError,
+    RequestId,
+    SyncGroupRequest,
+    SyncGroupResult,
+    TopicPartition,
+)
+from trafka.group.records import (
+    CorruptOffsetsRecordError,
+    OffsetsTopicRecord,
+    decode_record,
+    encode_record,
+)
+from trafka.group.state import GroupState
+
+if TYPE_CHECKING:
+    from trafka.node.broker import Broker, BrokerInfo
+
+log = logging.getLogger("trafka.node.group_service")
+
+T = TypeVar("T")
+
+LEADERSHIP_CHECK_INTERVAL_S = 1.0
+LOAD_READ_BYTES = 1 << 20
+PARKED_GRACE_MS = 30_000  # beyond the rebalance timeout, a parked call gives up
+_ATTRIBUTE = "_trafka_group_service"
+
+# Kafka's GroupMetadataManager mapping of append errors to coordinator errors.
+_APPEND_ERRORS: dict[int, ErrorCode] = {
+    int(ErrorCode.unknown_topic_or_partition): ErrorCode.coordinator_not_available,
+    int(ErrorCode.not_enough_replicas): ErrorCode.coordinator_not_available,
+    int(ErrorCode.not_enough_replicas_after_append): ErrorCode.coordinator_not_available,
+    int(ErrorCode.request_timed_out): ErrorCode.coordinator_not_available,
+    int(ErrorCode.not_leader_or_follower): ErrorCode.not_coordinator,
+    int(ErrorCode.kafka_storage_error): ErrorCode.not_coordinator,
+}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def group_config_of(broker: Broker) -> GroupConfig:
+    config = broker.config
+    return GroupConfig(
+        group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        group_max_size=config.get_int("group.max.size"),
+        offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
+        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+        offsets_topic_num_partitions=config.get_int("offsets.topic.num.partitions"),
+    )
+
+
+@dataclass(eq=False)
+class _Waiter:
+    partition: int
+    event: trio.Event = field(default_factory=trio.Event)
+    result: JoinGroupResult | SyncGroupResult | None = None
+
+
+@dataclass(eq=False)
+class _Partition:
+    partition: int
+    leader_epoch: int
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    coordinator: GroupCoordinator | None = None  # None until loaded
+    unloaded: bool = False
+
+
+class GroupService:
+    """Group coordination for one broker. All public methods are called from handlers."""
+
+    def __init__(self, broker: Broker, *, rng: random.Random | None = None) -> None:
+        self._broker = broker
+        self._config = group_config_of(broker)
+        self._rng = rng or random.Random()
+        self._partitions: dict[int, _Partition] = {}
+        self._waiters: dict[RequestId, _Waiter] = {}
+        self._request_ids = itertools.count(1)
+        self._wakeup = trio.Event()
+        self._create_lock = trio.Lock()
+
+    @staticmethod
+    def of(broker: Broker) -> GroupService:
+        """The broker's service (created, with its timer task, on first use)."""
+        existing = getattr(broker, "group_service", None) or getattr(broker, _ATTRIBUTE, None)
+        if isinstance(existing, GroupService):
+            return existing
+        service = GroupService(broker)
+        setattr(broker, _ATTRIBUTE, service)
+        trio.lowlevel.spawn_system_task(service.run)
+        return service
+
+    # --- coordinator discovery -----------------------------------------------------------
+
+    async def find_coordinator(self, key: str) -> tuple[ErrorCode, BrokerInfo | None]:
+        """The node leading `key`'s `__consumer_offsets` partition (creating the topic)."""
+        state = self._broker.topics.get(OFFSETS_TOPIC)
+        if state is None:
+            state = await self._create_offsets_topic()
+            if state is None:
+                return ErrorCode.coordinator_not_available, None
+        partition = partition_for(key, len(state.partitions))
+        partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
+        if partition_state is None or partition_state.leader < 0:
+            return ErrorCode.coordinator_not_available, None
+        if partition_state.leader not in self._broker.brokers:
+            await self._broker.refresh_brokers()
+        info = self._broker.brokers.get(partition_state.leader)
+        if info is None:
+            return ErrorCode.coordinator_not_available, None
+        return ErrorCode.none, info
+
+    async def _create_offsets_topic(self) -> Any:
+        from trafka.node.topics import TopicError
+
+        async with self._create_lock:
+            state = self._broker.topics.get(OFFSETS_TOPIC)
+            if state is not None:
+                return state
+            config = self._broker.config
+            live = max(len(self._broker.live_broker_ids()), 1)
+            factor = min(config.get_int("offsets.topic.replication.factor"), live)
+            try:
+                return await self._broker.create_topic(
+                    OFFSETS_TOPIC,
+                    self._config.offsets_topic_num_partitions,
+                    factor,
+                    {},
+                    {
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
+                    },
+                    validate_only=False,
+                )
+            except TopicError as error:
+                log.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
+                return self._broker.topics.get(OFFSETS_TOPIC)
+
+    # --- partitions: leadership and loading ----------------------------------------------
+
+    async def _partition_of(self, group_id: str) -> _Partition | ErrorCode:
+        state = self._broker.topics.get(OFFSETS_TOPIC)
+        if state is None or not state.partitions:
+            return ErrorCode.not_coordinator
+        return await self._partition(partition_for(group_id, len(state.partitions)))
+
+    async def _partition(self, partition: int) -> _Partition | ErrorCode:
+        partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
+        if partition_state is None or partition_state.leader != self._broker.node_id:
+            self._unload(partition)
+            return ErrorCode.not_coordinator
+        current = self._partitions.get(partition)
+        if current is not None and current.leader_epoch != partition_state.leader_epoch:
+            self._unload(partition)
+            current = None
+        if current is None:
+            current = _Partition(partition, partition_state.leader_epoch)
+            self._partitions[partition] = current
+        if current.coordinator is None:
+            async with current.lock:
+                if current.unloaded:
+                    return ErrorCode.not_coordinator
+                if current.coordinator is None:
+                    current.coordinator = self._load(partition)
+        return current
+
+    def _load(self, partition: int) -> GroupCoordinator:
+        replica_manager = self._broker.replica_manager
+        records: list[OffsetsTopicRecord] = []
+        earliest = replica_manager.list_offset(OFFSETS_TOPIC, partition, -2, isolation_level=0)
+        offset = max(earliest.offset, 0)
+        while True:
+            result = replica_manager.read(
+                OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_READ_BYTES, isolation_level=0
+            )
+            if result.error_code != 0 or not result.records:
+                break
+            next_offset = offset
+            for batch_next_offset, batch_records in _iter_batches(result.records):
+                next_offset = max(next_offset, batch_next_offset)
+                for record_offset, key, value in batch_records:
+                    if key is None or record_offset < offset:
+                        continue
+                    try:
+                        records.append(decode_record(key, value))
+                    except CorruptOffsetsRecordError:
+                        log.warning("skipping a corrupt %s-%d record", OFFSETS_TOPIC, partition)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        log.info("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
+        return GroupCoordinator.load(self._config, self._rng, records, _now_ms())
+
+    def _unload(self, partition: int) -> None:
+        current = self._partitions.pop(partition, None)
+        if current is None:
+            return
+        current.unloaded = True
+        for request_id, waiter in list(self._waiters.items()):
+            if waiter.partition == partition and waiter.result is None:
+                self._answer_with_error(request_id, ErrorCode.not_coordinator)
+
+    # --- running coordinator calls -------------------------------------------------------
+
+    async def _call(
+        self, group_id: str, operation: Callable[[GroupCoordinator, int], tuple[T, Effects]]
+    ) -> T | ErrorCode:
+        current = await self._partition_of(group_id)
+        if isinstance(current, ErrorCode):
+            return current
+        return await self._call_on(current, operation)
+
+    async def _call_on(
+        self, current: _Partition, operation: Callable[[GroupCoordinator, int], tuple[T, Effects]]
+    ) -> T | ErrorCode:
+        async with current.lock:
+            if current.unloaded or current.coordinator is None:
+                return ErrorCode.not_coordinator
+            value, effects = operation(current.coordinator, _now_ms())
+            error = await self._append(current.partition, effects.records)
+        self._deliver(effects.replies, error)
+        if error is not None:
+            self._unload(current.partition)
+            return error
+        self._wakeup.set()
+        return value
+
+    async def _append(
+        self, partition: int, records: Iterable[OffsetsTopicRecord]
+    ) -> ErrorCode | None:
+        from trafka.log.records import NewRecord, build_batch
+
+        batch = [NewRecord(key=k, value=v) for k, v in map(encode_record, records)]
+        if not batch:
+            return None
+        result = await self._broker.replica_manager.append(
+            OFFSETS_TOPIC,
+            partition,
+            build_batch(batch, now_ms=_now_ms()),
+            required_acks=-1,
+            timeout_ms=self._broker.config.get_int("offsets.commit.timeout.ms"),
+        )
+        if result.error_code == 0:
+            return None
+        log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, result.error_code)
+        return _APPEND_ERRORS.get(result.error_code, ErrorCode.unknown_server_error)
+
+    def _deliver(self, replies: Iterable[Reply], error: ErrorCode | None) -> None:
+        for reply in replies:
+            waiter = self._waiters.get(reply.request_id)
+            if waiter is None or waiter.result is not None:
+                continue
+            result = reply.result
+            if error is not None:
+                result = dataclasses.replace(result, error=error)
+            waiter.result = result
+            waiter.event.set()
+
+    def _answer_with_error(self, request_id: RequestId, error: ErrorCode) -> None:
+        waiter = self._waiters.get(request_id)
+        if waiter is None or waiter.result is not None:
+            return
+        waiter.result = JoinGroupResult(error)  # the caller converts to its own result type
+        waiter.event.set()
+
+    async def _parked_call(
+        self,
+        group_id: str,
+        wait_ms: int,
+        operation: Callable[[GroupCoordinator, RequestId, int], Effects],
+    ) -> JoinGroupResult | SyncGroupResult | ErrorCode:
+        current = await self._partition_of(group_id)
+        if isinstance(current, ErrorCode):
+            return current
+        request_id = RequestId(next(self._request_ids))
+        waiter = _Waiter(current.partition)
+        self._waiters[request_id] = waiter
+        try:
+            outcome = await self._call_on(
+                current, lambda coordinator, now: (None, operation(coordinator, request_id, now))
+            )
+            if isinstance(outcome, ErrorCode):
+                return outcome
+            with trio.move_on_after((wait_ms + PARKED_GRACE_MS) / 1000):
+                await waiter.event.wait()
+            if waiter.result is None:
+                return ErrorCode.coordinator_not_available
+            return waiter.result
+        finally:
+            del self._waiters[request_id]
+
+    # --- the group APIs ------------------------------------------------------------------
+
+    async def join_group(self, request: JoinGroupRequest) -> JoinGroupResult:
+        wait_ms = max(request.rebalance_timeout_ms, request.session_timeout_ms)
+        wait_ms += self._config.group_initial_rebalance_delay_ms
+        outcome = await self._parked_call(
+            request.group_id,
+            wait_ms,
+            lambda coordinator, request_id, now: coordinator.join_group(request_id, request, now),
+        )
+        if isinstance(outcome, ErrorCode):
+            return JoinGroupResult(outcome, member_id=request.member_id)
+        if isinstance(outcome, SyncGroupResult):
+            raise AssertionError("a SyncGroup reply addressed a JoinGroup")
+        return outcome
+
+    async def sync_group(
+        self, request: SyncGroupRequest, rebalance_timeout_ms: int
+    ) -> SyncGroupResult:
+        outcome = await self._parked_call(
+            request.group_id,
+            rebalance_timeout_ms,
+            lambda coordinator, request_id, now: coordinator.sync_group(request_id, request, now),
+        )
+        if isinstance(outcome, ErrorCode):
+            return SyncGroupResult(outcome)
+        if isinstance(outcome, JoinGroupResult):
+            return SyncGroupResult(outcome.error)  # an error delivered by _answer_with_error
+        return outcome
+
+    async def heartbeat(self, request: HeartbeatRequest) -> ErrorCode:
+        outcome = await self._call(
+            request.group_id,
+            lambda coordinator, now: (coordinator.heartbeat(request, now), Effects()),
+        )
+        return outcome
+
+    async def leave_group(
+        self, group_id: str, members: tuple[LeavingMember, ...]
+    ) -> LeaveGroupResult:
+        outcome = await self._call(
+            group_id, lambda coordinator, now: coordinator.leave_group(group_id, members, now)
+        )
+        if isinstance(outcome, ErrorCode):
+            return LeaveGroupResult(outcome)
+        return outcome
+
+    async def offset_commit(self, request: OffsetCommitRequest) -> tuple[PartitionError, ...]:
+        outcome = await self._call(
+            request.group_id, lambda coordinator, now: coordinator.offset_commit(request, now)
+        )
+        if isinstance(outcome, ErrorCode):
+            return tuple(PartitionError(p.topic, p.partition, outcome) for p in request.partitions)
+        return outcome
+
+    async def offset_fetch(
+        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+    ) -> OffsetFetchResult:
+        outcome = await self._call(
+            group_id,
+            lambda coordinator, now: (coordinator.offset_fetch(group_id, partitions), Effects()),
+        )
+        if isinstance(outcome, ErrorCode):
+            return OffsetFetchResult(outcome)
+        return outcome
+
+    async def offset_delete(
+        self, group_id: str, partitions: tuple[TopicPartition, ...]
+    ) -> OffsetDeleteResult:
+        outcome = await self._call(
+            group_id, lambda coordinator, now: coordinator.offset_delete(group_id, partitions, now)
+        )
+        if isinstance(outcome, ErrorCode):
+            return OffsetDeleteResult(outcome)
+        return outcome
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        outcome = await self._call(
+            group_id, lambda coordinator, now: (coordinator.describe_group(group_id), Effects())
+        )
+        if isinstance(outcome, ErrorCode):
+            return GroupDescription(group_id, outcome, GroupState.DEAD.kafka_name, "", "")
+        return outcome
+
+    async def delete_group(self, group_id: str) -> GroupDeletion:
+        outcome = await self._call(
+            group_id, lambda coordinator, now: coordinator.delete_groups((group_id,), now)
+        )
+        if isinstance(outcome, ErrorCode):
+            return GroupDeletion(group_id, outcome)
+        return outcome[0]
+
+    async def list_groups(
+        self, states: frozenset[GroupState] | None
+    ) -> tuple[ErrorCode, tuple[GroupListing, ...]]:
+        """The groups of every `__consumer_offsets` partition this node leads."""
+        state = self._broker.topics.get(OFFSETS_TOPIC)
+        if state is None:
+            return ErrorCode.none, ()
+        listings: list[GroupListing] = []
+        for partition, partition_state in sorted(state.partitions.items()):
+            if partition_state.leader != self._broker.node_id:
+                continue
+            current = await self._partition(partition)
+            if isinstance(current, ErrorCode):
+                continue
+            outcome = await self._call_on(
+                current, lambda coordinator, now: (coordinator.list_groups(states), Effects())
+            )
+            if not isinstance(outcome, ErrorCode):
+                listings.extend(outcome)
+        return ErrorCode.none, tuple(listings)
+
+    # --- timers --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fire the coordinators' deadlines; notice lost leadership. Runs until cancelled."""
+        task_status.started()
+        while True:
+            now_ms = _now_ms()
+            deadline_ms = now_ms + int(LEADERSHIP_CHECK_INTERVAL_S * 1000)
+            for current in list(self._partitions.values()):
+                if current.coordinator is not None:
+                    deadline_ms = min(deadline_ms, current.coordinator.next_deadline_ms())
+            with trio.move_on_after(max(deadline_ms - now_ms, 0) / 1000):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            try:
+                await self._tick_all()
+            except Exception:  # a timer bug must not take the node down
+                log.exception("group coordinator timer failed")
+                await trio.sleep(LEADERSHIP_CHECK_INTERVAL_S)
+
+    async def _tick_all(self) -> None:
+        for partition, current in list(self._partitions.items()):
+            partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
+            if (
+                partition_state is None
+                or partition_state.leader != self._broker.node_id
+                or partition_state.leader_epoch != current.leader_epoch
+            ):
+                self._unload(partition)
+                continue
+            coordinator = current.coordinator
+            if coordinator is None or coordinator.next_deadline_ms() > _now_ms():
+                continue
+            await self._call_on(current, lambda coordinator, now: (None, coordinator.tick(now)))
+
+
+def _iter_batches(
+    data: bytes,
+) -> Iterable[tuple[int, list[tuple[int, bytes | None, bytes | None]]]]:
+    """(next offset, [(offset, key, value)]) per data batch; stops at a partial batch."""
+    from trafka.log.errors import CorruptRecordError
+    from trafka.log.records import iter_batches
+
+    try:
+        for batch in iter_batches(data):
+            records = [] if batch.header.is_control else batch.records
+            yield batch.header.next_offset, [(r.offset, r.key, r.value) for r in records]
+    except CorruptRecordError:
+        return  # a partial batch at the end of a read: the next read starts there

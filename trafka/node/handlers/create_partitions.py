@@ -1,0 +1,50 @@
+"""CreatePartitions v0-3: add partitions to existing topics (KIP-195).
+
+* v0: topics with a new total count and optional explicit assignments; validate_only.
+* v1: no change. v2: flexible (KIP-482). v3: no change.
+
+Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (the count does not grow),
+INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown or duplicate brokers),
+INVALID_REQUEST (a topic named twice), INVALID_REPLICATION_FACTOR (more replicas than live
+brokers).
+
+Not implemented: create-partition policies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+from trafka.node.topics import TopicError
+
+
+@register(api_key=37, name="CreatePartitions", min_version=0, max_version=3)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    counts = Counter(str(t.name) for t in request.topics)
+    results = []
+    for topic in request.topics:
+        name = str(topic.name)
+        result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            if counts[name] > 1:
+                raise TopicError(ErrorCode.invalid_request, "Duplicate topic in request.")
+            assignments = (
+                [[int(b) for b in a.broker_ids] for a in topic.assignments]
+                if topic.assignments
+                else None
+            )
+            await broker.add_partitions(
+                name, int(topic.count), assignments, validate_only=bool(request.validate_only)
+            )
+        except TopicError as error:
+            result["error_code"] = int(error.error_code)
+            result["error_message"] = error.message
+        results.append(result)
+    return build(response_class(request), {"throttle_time": 0, "results": results})

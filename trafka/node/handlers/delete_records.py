@@ -1,0 +1,44 @@
+"""DeleteRecords v0-2: move a partition's log start offset forward (KIP-107).
+
+* v0: topics, partitions, offset (-1 = the high watermark), timeout.
+* v1: no change. v2: flexible (KIP-482).
+
+Per partition: the new low watermark (log start offset) or UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE (beyond the high watermark).
+
+Not implemented: waiting for followers' log start offsets (single node: immediate).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=21, name="DeleteRecords", min_version=0, max_version=2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            error_code, low_watermark = await trio.to_thread.run_sync(
+                replica_manager.delete_records_before,
+                str(topic.name),
+                int(p.partition_index),
+                int(p.offset),
+            )
+            partitions.append(
+                {
+                    "partition_index": int(p.partition_index),
+                    "low_watermark": low_watermark,
+                    "error_code": error_code,
+                }
+            )
+        topics.append({"name": str(topic.name), "partitions": partitions})
+    return build(response_class(request), {"throttle_time": 0, "topics": topics})

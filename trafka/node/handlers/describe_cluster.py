@@ -1,0 +1,45 @@
+"""DescribeCluster v0-1: cluster id, controller id and the live brokers (KIP-700).
+
+* v0: include_cluster_authorized_operations.
+* v1: endpoint_type (1 = brokers, 2 = controllers, KIP-919); we list brokers for 1 and
+  answer UNSUPPORTED_ENDPOINT_TYPE for anything else.
+
+Not implemented: authorized operations (always -2147483648, "unknown").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+BROKERS_ENDPOINT = 1
+
+
+@register(api_key=60, name="DescribeCluster", min_version=0, max_version=1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    error = 0 if endpoint_type == BROKERS_ENDPOINT else int(ErrorCode.unsupported_endpoint_type)
+    return build(
+        response_class(request),
+        {
+            "throttle_time": 0,
+            "error_code": error,
+            "error_message": None,
+            "endpoint_type": endpoint_type,
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.controller_id(),
+            "brokers": [
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in broker.live_brokers()
+            ]
+            if error == 0
+            else [],
+            "cluster_authorized_operations": -(2**31),
+        },
+    )

@@ -1,0 +1,65 @@
+"""FindCoordinator v0-4: which broker coordinates a group (GRP-05).
+
+* v0: one `key` (a group id). v1: `key_type` (0 group, 1 transaction, KIP-98), throttle and
+  error_message in the response. v2: no change. v3: flexible (KIP-482).
+* v4: batched `coordinator_keys`, one answer per key (KIP-699).
+
+The coordinator of a group is the leader of partition
+`Utils.abs(groupId.hashCode) % partitions` of `__consumer_offsets`, which the first
+FindCoordinator creates (`trafka.node.group_service`).
+
+Not implemented: transactions. key_type 1 is answered with COORDINATOR_NOT_AVAILABLE
+(there is no transaction coordinator; InitProducerId refuses transactional ids, so a
+transactional client fails there). Other key types get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, has_field, response_class
+from trafka.node.handlers.registry import register
+
+_GROUP = 0
+_TRANSACTION = 1
+
+
+async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    if key_type == _GROUP:
+        error, info = await GroupService.of(ctx.broker).find_coordinator(key)
+    elif key_type == _TRANSACTION:
+        error, info = ErrorCode.coordinator_not_available, None
+    else:
+        error, info = ErrorCode.invalid_request, None
+    if info is None or error != ErrorCode.none:
+        return {
+            "key": key,
+            "error_code": int(error),
+            "error_message": None,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    return {
+        "key": key,
+        "error_code": 0,
+        "error_message": None,
+        "node_id": info.node_id,
+        "host": info.host,
+        "port": info.port,
+    }
+
+
+@register(api_key=10, name="FindCoordinator", min_version=0, max_version=4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    key_type = int(getattr(request, "key_type", _GROUP))
+    cls = response_class(request)
+    if has_field(request, "coordinator_keys"):
+        coordinators = [await _answer(ctx, str(key), key_type) for key in request.coordinator_keys]
+        return build(cls, {"throttle_time": 0, "coordinators": coordinators})
+    answer = await _answer(ctx, str(request.key), key_type)
+    return build(cls, {"throttle_time": 0, **answer})

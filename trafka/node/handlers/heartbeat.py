@@ -1,0 +1,31 @@
+"""Heartbeat v0-4: a member says it is alive; the answer says whether to rejoin (GRP-16).
+
+* v0: group, generation, member. v1: throttle_time. v2: no change.
+* v3: group_instance_id (KIP-345, FENCED_INSTANCE_ID). v4: flexible (KIP-482).
+
+Errors (GRP-18): REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, NOT_COORDINATOR (look the coordinator up again).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.group.messages import HeartbeatRequest
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=12, name="Heartbeat", min_version=0, max_version=4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = await GroupService.of(ctx.broker).heartbeat(
+        HeartbeatRequest(
+            group_id=str(request.group_id),
+            generation_id=int(request.generation_id),
+            member_id=str(request.member_id),
+            group_instance_id=getattr(request, "group_instance_id", None),
+        )
+    )
+    return build(response_class(request), {"throttle_time": 0, "error_code": int(error)})

@@ -1,0 +1,46 @@
+"""OffsetForLeaderEpoch v2-4: the end offset of a leader epoch (KIP-101, KIP-279).
+
+* v2: current_leader_epoch for fencing (KIP-320); leader_epoch in the response.
+* v3: replica_id (consumers send -2... clients send -1; followers their id).
+* v4: flexible (KIP-482).
+
+Per partition: the largest epoch <= the asked one and its end offset, from the log's
+leader-epoch cache; UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. Consumers use it after a leader change to
+detect log truncation (KIP-320); followers use it to truncate (issue 5).
+
+Not implemented: v0-1 (not carried by kio; no current client sends them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            error_code, epoch, end_offset = replica_manager.end_offset_for_epoch(
+                str(topic.topic),
+                int(p.partition),
+                int(p.leader_epoch),
+                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+            )
+            partitions.append(
+                {
+                    "error_code": error_code,
+                    "partition": int(p.partition),
+                    "leader_epoch": epoch,
+                    "end_offset": end_offset,
+                }
+            )
+        topics.append({"topic": str(topic.topic), "partitions": partitions})
+    return build(response_class(request), {"throttle_time": 0, "topics": topics})
