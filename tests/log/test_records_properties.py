@@ -22,7 +22,7 @@ from trafka.log.records import (
 )
 
 PROPERTY_SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 LIMIT = 1 << 20
 
