@@ -37,7 +37,12 @@ from trafka.log.batch import (
     parse_header,
 )
 from trafka.log.errors import CorruptRecordError
-from trafka.log.records import DEFAULT_MAX, Record, RecordBatch, decode_batch
+from trafka.log.records import (
+    DEFAULT_MAX,
+    RecordBatch,
+    RecordColumns,
+    decode_batch_columns,
+)
 from trafka.spark.logdir import ByteRange
 
 LOG_SCHEMA_DDL = (
@@ -125,6 +130,9 @@ class OffsetBounds:
         )
 
 
+NO_BOUNDS = OffsetBounds()
+
+
 def timestamp_type_name(header: BatchHeader) -> str:
     if header.magic == 0:
         return "NoTimestampType"
@@ -167,7 +175,7 @@ class LogColumns:
         self,
         position: int,
         header: BatchHeader,
-        records: tuple[Record, ...],
+        records: RecordColumns,
         crc_valid: bool,
     ) -> None:
         count = len(records)
@@ -196,20 +204,16 @@ class LogColumns:
         }
         for name, value in batch_values.items():
             cols[name].extend([value] * count)
-        offsets = cols["offset"]
-        timestamps = cols["timestamp"]
-        keys = cols["key"]
-        values = cols["value"]
-        headers = cols["headers"]
-        sequences = cols["sequence"]
-        for record in records:
-            offsets.append(record.offset)
-            timestamp = record.timestamp
-            timestamps.append(timestamp * 1000 if 0 <= timestamp <= _MAX_TIMESTAMP_MS else None)
-            keys.append(record.key)
-            values.append(record.value)
-            headers.append([(h.key, h.value) for h in record.headers] if record.headers else [])
-            sequences.append(record.sequence)
+        cols["offset"].extend(records.offsets)
+        cols["timestamp"].extend(
+            [t * 1000 if 0 <= t <= _MAX_TIMESTAMP_MS else None for t in records.timestamps]
+        )
+        cols["key"].extend(records.keys)
+        cols["value"].extend(records.values)
+        cols["headers"].extend(
+            [[(h.key, h.value) for h in hs] if hs else [] for hs in records.headers]
+        )
+        cols["sequence"].extend(records.sequences)
 
     def add_error(
         self, position: int, error: str, header: BatchHeader | None, base_offset: int | None
@@ -262,10 +266,25 @@ class DecodedEntry:
     position: int
     size: int
     header: BatchHeader | None
-    records: tuple[Record, ...]
+    records: RecordColumns
     crc_valid: bool
     error: str | None
     base_offset: int | None
+
+
+NO_RECORDS = RecordColumns([], [], [], [], [], [])
+
+
+def _as_columns(batch: RecordBatch) -> RecordColumns:
+    records = batch.records
+    return RecordColumns(
+        [r.offset for r in records],
+        [r.timestamp for r in records],
+        [r.key for r in records],
+        [r.value for r in records],
+        [r.headers for r in records],
+        [r.sequence for r in records],
+    )
 
 
 def decode_entry(
@@ -278,7 +297,9 @@ def decode_entry(
     remaining = len(data) - pos
     base_offset = _INT64.unpack_from(data, pos)[0] if remaining >= 8 else None
     if remaining < LOG_OVERHEAD + 5:
-        return DecodedEntry(pos, 0, None, (), False, f"torn tail: {remaining} bytes", base_offset)
+        return DecodedEntry(
+            pos, 0, None, NO_RECORDS, False, f"torn tail: {remaining} bytes", base_offset
+        )
     length = _OFFSET_AND_SIZE.unpack_from(data, pos)[1]
     size = length + LOG_OVERHEAD
     if length < 14 or size > remaining:
@@ -286,7 +307,7 @@ def decode_entry(
             pos,
             0,
             None,
-            (),
+            NO_RECORDS,
             False,
             f"torn or corrupt entry: length {length}, {remaining} bytes left",
             base_offset,
@@ -296,7 +317,7 @@ def decode_entry(
         return _decode_v2(data, pos, size, base_offset, max_decompressed_bytes)
     if magic in (0, 1):
         return _decode_legacy(data, pos, size, base_offset, max_decompressed_bytes)
-    return DecodedEntry(pos, 0, None, (), False, f"unknown magic {magic}", base_offset)
+    return DecodedEntry(pos, 0, None, NO_RECORDS, False, f"unknown magic {magic}", base_offset)
 
 
 def _decode_v2(
@@ -305,15 +326,19 @@ def _decode_v2(
     try:
         header = parse_header(data, pos)
     except CorruptRecordError as error:
-        return DecodedEntry(pos, 0, None, (), False, str(error), base_offset)
+        return DecodedEntry(pos, 0, None, NO_RECORDS, False, str(error), base_offset)
     if size < HEADER_SIZE:
-        return DecodedEntry(pos, 0, header, (), False, "batch shorter than its header", None)
+        return DecodedEntry(
+            pos, 0, header, NO_RECORDS, False, "batch shorter than its header", None
+        )
     crc_valid = crc_is_valid(data, pos, header)
     try:
-        batch = decode_batch(data, pos, max_decompressed_bytes=limit, check_crc=False)
+        _header, columns = decode_batch_columns(
+            data, pos, max_decompressed_bytes=limit, check_crc=False
+        )
     except CorruptRecordError as error:
-        return DecodedEntry(pos, size, header, (), False, str(error), None)
-    return DecodedEntry(pos, size, header, batch.records, crc_valid, None, None)
+        return DecodedEntry(pos, size, header, NO_RECORDS, False, str(error), None)
+    return DecodedEntry(pos, size, header, columns, crc_valid, None, None)
 
 
 def _decode_legacy(
@@ -330,8 +355,8 @@ def _decode_legacy(
             batch = decode_legacy_entry(data, pos, max_decompressed_bytes=limit, check_crc=False)
             crc_valid = False
         except CorruptRecordError as error:
-            return DecodedEntry(pos, size, None, (), False, str(error), base_offset)
-    return DecodedEntry(pos, size, batch.header, batch.records, crc_valid, None, None)
+            return DecodedEntry(pos, size, None, NO_RECORDS, False, str(error), base_offset)
+    return DecodedEntry(pos, size, batch.header, _as_columns(batch), crc_valid, None, None)
 
 
 def iter_entries(
@@ -367,7 +392,7 @@ def read_range(byte_range: ByteRange) -> bytes:
 
 def decode_range_to_arrow(
     byte_range: ByteRange,
-    bounds: OffsetBounds = OffsetBounds(),
+    bounds: OffsetBounds = NO_BOUNDS,
     *,
     rows_per_batch: int = ROWS_PER_ARROW_BATCH,
 ) -> Iterator[pa.RecordBatch]:

@@ -249,3 +249,21 @@ def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
             break
         entries.append((base_offset + relative, position))
     return entries
+
+
+def pack_ranges(ranges: Iterable[ByteRange], split_bytes: int) -> list[list[ByteRange]]:
+    """Group consecutive ranges into input partitions of about `split_bytes`, so many small
+    segments (or partitions) do not each cost a Spark task."""
+    groups: list[list[ByteRange]] = []
+    current: list[ByteRange] = []
+    current_bytes = 0
+    for byte_range in ranges:
+        size = byte_range.end - byte_range.start
+        if current and current_bytes + size > split_bytes:
+            groups.append(current)
+            current, current_bytes = [], 0
+        current.append(byte_range)
+        current_bytes += size
+    if current:
+        groups.append(current)
+    return groups

@@ -80,7 +80,7 @@ def build_session(
         raise AuditEnvironmentError(problem)
     from pyspark.sql import SparkSession
 
-    from trafka.spark.source import LogSegmentDataSource
+    from trafka.spark.source import BatchDataSource, LogSegmentDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if is_local(master):
@@ -110,4 +110,5 @@ def build_session(
     if not is_local(master):
         spark.sparkContext.addPyFile(_package_zip())
     spark.dataSource.register(LogSegmentDataSource)
+    spark.dataSource.register(BatchDataSource)
     return spark

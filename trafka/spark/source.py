@@ -6,8 +6,13 @@
           .option("topics", "orders,payments")      # prune by topic (optional)
           .load())
 
-One or more input partitions per segment: byte ranges cut at batch boundaries
-(`trafka.spark.logdir.split_segment`), decoded in the workers by `trafka.spark.columns`
+`format("trafka_batches")` reads the same files as one row per batch
+(`trafka.spark.batches.BATCH_SCHEMA`: offsets, CRCs, digests), which the checks use.
+
+Input partitions are byte ranges of about `splitBytes` cut at batch boundaries
+(`trafka.spark.logdir.split_segment`: one or more per segment; small segments are packed
+together, `pack_ranges`, so a log dir of many small partitions is not thousands of
+tasks), decoded in the workers by `trafka.spark.columns`
 into Arrow batches of exactly `LOG_SCHEMA`. The broker column comes from each log dir's
 meta.properties (-1 if there is none).
 
@@ -43,16 +48,19 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from trafka.spark.batches import BATCH_SCHEMA_DDL, decode_range_batches
 from trafka.spark.columns import LOG_SCHEMA_DDL, OffsetBounds, decode_range_to_arrow
 from trafka.spark.logdir import (
     DEFAULT_SPLIT_BYTES,
     ByteRange,
     list_segments,
     open_log_dir,
+    pack_ranges,
     split_segment,
 )
 
 SOURCE_NAME = "trafka_log"
+BATCH_SOURCE_NAME = "trafka_batches"
 
 _TIMESTAMP_SLACK_MS = 24 * 3600 * 1000
 """Timestamp pruning keeps a day of slack: naive datetimes' time zone is not known here."""
@@ -131,16 +139,19 @@ class PushedFilters:
 
 
 class SegmentRangePartition(InputPartition):
-    """One byte range of one segment (picklable; sent to a worker)."""
+    """Byte ranges of segments, read in order by one task (picklable; sent to a worker)."""
 
-    def __init__(self, byte_range: ByteRange, bounds: OffsetBounds) -> None:
-        super().__init__(byte_range)
-        self.byte_range = byte_range
+    def __init__(self, byte_ranges: list[ByteRange], bounds: OffsetBounds) -> None:
+        super().__init__(len(byte_ranges))
+        self.byte_ranges = byte_ranges
         self.bounds = bounds
 
 
 class LogSegmentReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    """Reads records (`batch_level=False`) or one row per batch (`batch_level=True`)."""
+
+    def __init__(self, options: dict[str, str], *, batch_level: bool = False) -> None:
+        self.batch_level = batch_level
         self.paths = parse_paths(options)
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
         topics = options.get("topics")
@@ -162,21 +173,23 @@ class LogSegmentReader(DataSourceReader):
                 frozenset(self.pushed.topics) if topics is None else topics & self.pushed.topics
             )
         bounds = self.pushed.bounds()
-        ranges: list[InputPartition] = []
+        ranges: list[ByteRange] = []
         for segment in list_segments(log_dirs, topics):
-            if not self.pushed.admits(segment.topic, segment.partition, int(segment.broker)):
-                continue
-            for byte_range in split_segment(segment, self.split_bytes):
-                ranges.append(SegmentRangePartition(byte_range, bounds))
+            if self.pushed.admits(segment.topic, segment.partition, int(segment.broker)):
+                ranges.extend(split_segment(segment, self.split_bytes))
         if not ranges:
-            # Spark needs at least one partition; an empty range yields no rows.
+            # Spark needs at least one partition; it yields no rows.
             return [InputPartition(None)]
-        return ranges
+        return [
+            SegmentRangePartition(group, bounds) for group in pack_ranges(ranges, self.split_bytes)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SegmentRangePartition):
-            return iter(())
-        return decode_range_to_arrow(partition.byte_range, partition.bounds)
+            return
+        decode = decode_range_batches if self.batch_level else decode_range_to_arrow
+        for byte_range in partition.byte_ranges:
+            yield from decode(byte_range, partition.bounds)
 
 
 class LogSegmentDataSource(DataSource):
@@ -191,3 +204,17 @@ class LogSegmentDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LogSegmentReader(dict(self.options))
+
+
+class BatchDataSource(DataSource):
+    """`format("trafka_batches")`: one row per batch of Kafka log dirs (`BATCH_SCHEMA`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return BATCH_SOURCE_NAME
+
+    def schema(self) -> str:
+        return BATCH_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LogSegmentReader(dict(self.options), batch_level=True)

@@ -1,0 +1,32 @@
+"""`python -m trafka.spark.export` / `spark-submit trafka/spark/export.py`: export log dirs.
+
+    python -m trafka.spark.export --log-dirs /data/b1,/data/b2 --out audit/ \\
+        [--format parquet|json] [--metadata snapshot.json] [--master local[*]]
+
+See `trafka.spark.jobs.run_export` for the output layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trafka.spark.commands import export_command
+from trafka.spark.session import DEFAULT_MASTER
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trafka.spark.export", description=__doc__)
+    parser.add_argument("--log-dirs", action="append", required=True, help="comma-separated")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--format", choices=("parquet", "json"), default="parquet")
+    parser.add_argument("--metadata", help="quorum snapshot JSON (ktool quorum export)")
+    parser.add_argument("--master", default=DEFAULT_MASTER)
+    args = parser.parse_args(argv)
+    return export_command(
+        args.log_dirs, args.out, fmt=args.format, metadata=args.metadata, master=args.master
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
