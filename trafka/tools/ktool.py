@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from trafka.tools.audit_cmd import audit_app
 from trafka.tools.dump_log import dump_log_app
 
 app = typer.Typer(
@@ -21,6 +22,7 @@ app = typer.Typer(
 
 # Command registrations (one line per command module):
 app.add_typer(dump_log_app, name="dump-log")
+app.add_typer(audit_app, name="audit")
 
 
 def main() -> None:
