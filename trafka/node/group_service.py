@@ -255,7 +255,7 @@ class GroupService:
             if next_offset <= offset:
                 break
             offset = next_offset
-        log.info("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
+        log.debug("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
         return GroupCoordinator.load(self._config, self._rng, records, _now_ms())
 
     def _unload(self, partition: int) -> None:

@@ -1,0 +1,26 @@
+"""DeleteGroups v0-2: delete Empty groups and their offsets (KIP-229).
+
+* v0: groups_names. v1: no change. v2: flexible (KIP-482).
+
+Per group: NONE (offset and group tombstones appended), NON_EMPTY_GROUP when it has
+members, GROUP_ID_NOT_FOUND when unknown, NOT_COORDINATOR when another broker owns it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=42, name="DeleteGroups", min_version=0, max_version=2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    service = GroupService.of(ctx.broker)
+    results = []
+    for group_id in request.groups_names:
+        deletion = await service.delete_group(str(group_id))
+        results.append({"group_id": deletion.group_id, "error_code": int(deletion.error)})
+    return build(response_class(request), {"throttle_time": 0, "results": results})

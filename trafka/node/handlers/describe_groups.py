@@ -1,0 +1,51 @@
+"""DescribeGroups v0-5: state, protocol and members of groups (ktool groups describe).
+
+* v0: groups. v1: throttle_time. v2: no change.
+* v3: include_authorized_operations (KIP-430; we answer "unknown", -2^31, as no ACLs exist).
+* v4: members carry group_instance_id (KIP-345). v5: flexible (KIP-482).
+
+A group nobody knows is described as state "Dead" with error NONE (Kafka's answer before
+v6). Member metadata and assignments are only reported in Stable (Kafka's `summary`).
+Not implemented: v6 (KIP-1043 GROUP_ID_NOT_FOUND and error messages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+_UNKNOWN_OPERATIONS = -(2**31)
+
+
+@register(api_key=15, name="DescribeGroups", min_version=0, max_version=5)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    service = GroupService.of(ctx.broker)
+    groups = []
+    for group_id in request.groups:
+        description = await service.describe_group(str(group_id))
+        groups.append(
+            {
+                "error_code": int(description.error),
+                "group_id": description.group_id,
+                "group_state": description.state,
+                "protocol_type": description.protocol_type,
+                "protocol_data": description.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in description.members
+                ],
+                "authorized_operations": _UNKNOWN_OPERATIONS,
+            }
+        )
+    return build(response_class(request), {"throttle_time": 0, "groups": groups})

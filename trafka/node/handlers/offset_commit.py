@@ -1,0 +1,77 @@
+"""OffsetCommit v2-8: store a group's consumed positions in `__consumer_offsets` (GRP-21).
+
+* v2: generation_id, member_id, retention_time (-1 = `offsets.retention.minutes`).
+* v3: throttle_time. v4: no change. v5: retention_time removed (KIP-211).
+* v6: committed_leader_epoch (KIP-320). v7: group_instance_id (KIP-345).
+* v8: flexible (KIP-482).
+
+Rules (GRP-12, `trafka.group.coordinator`): generation -1 and an Empty group is a "simple"
+commit; otherwise member and generation must match (UNKNOWN_MEMBER_ID,
+ILLEGAL_GENERATION), CompletingRebalance answers REBALANCE_IN_PROGRESS; metadata longer
+than 4096 bytes gets OFFSET_METADATA_TOO_LARGE; unknown topic partitions get
+UNKNOWN_TOPIC_OR_PARTITION. The answer is sent after the records are appended.
+
+Not implemented: v0-1 (kio carries v2+; Kafka 4 removed them, KIP-896), v9+ (KIP-848
+member epochs), transactional commits (TxnOffsetCommit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.group.messages import CommitPartition, OffsetCommitRequest, PartitionError
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, has_field, ms, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=8, name="OffsetCommit", min_version=2, max_version=8)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = ctx.broker.topics
+    known: list[CommitPartition] = []
+    unknown: list[PartitionError] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            name, index = str(topic.name), int(p.partition_index)
+            if topics.partition(name, index) is None:
+                unknown.append(PartitionError(name, index, ErrorCode.unknown_topic_or_partition))
+                continue
+            known.append(
+                CommitPartition(
+                    topic=name,
+                    partition=index,
+                    offset=int(p.committed_offset),
+                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                    metadata=p.committed_metadata,
+                )
+            )
+    retention_time_ms = ms(request.retention_time) if has_field(request, "retention_time") else -1
+    results: tuple[PartitionError, ...] = ()
+    if known:
+        results = await GroupService.of(ctx.broker).offset_commit(
+            OffsetCommitRequest(
+                group_id=str(request.group_id),
+                generation_id=int(request.generation_id_or_member_epoch),
+                member_id=str(request.member_id),
+                group_instance_id=getattr(request, "group_instance_id", None),
+                retention_time_ms=retention_time_ms,
+                partitions=tuple(known),
+            )
+        )
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for result in (*results, *unknown):
+        by_topic.setdefault(result.topic, []).append(
+            {"partition_index": result.partition, "error_code": int(result.error)}
+        )
+    return build(
+        response_class(request),
+        {
+            "throttle_time": 0,
+            "topics": [
+                {"name": name, "partitions": partitions} for name, partitions in by_topic.items()
+            ],
+        },
+    )

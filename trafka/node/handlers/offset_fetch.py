@@ -1,0 +1,93 @@
+"""OffsetFetch v1-8: a group's committed offsets (GRP-21, GRP-22).
+
+* v1: group_id, topics; errors per partition. v2: topics null = every committed offset of
+  the group, and a top-level error_code (KIP-88). v3: throttle_time. v4: no change.
+* v5: committed_leader_epoch (KIP-320). v6: flexible (KIP-482).
+* v7: require_stable (KIP-447; without transactions there is never a pending commit).
+* v8: several groups in one request (KIP-709), each with its own error_code.
+
+A partition without a committed offset answers offset -1, leader epoch -1, metadata "".
+A group this node does not coordinate answers NOT_COORDINATOR (per partition in v1).
+Not implemented: v9+ (KIP-848 member epochs), v0 (ZooKeeper-stored offsets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.group.messages import OffsetFetchResult, TopicPartition
+from trafka.node.group_service import GroupService
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, has_field, response_class
+from trafka.node.handlers.registry import register
+
+
+def _requested(topics: Sequence[Any] | None) -> tuple[TopicPartition, ...] | None:
+    if topics is None:
+        return None
+    return tuple(
+        TopicPartition(str(t.name), int(index)) for t in topics for index in t.partition_indexes
+    )
+
+
+def _topics(
+    result: OffsetFetchResult,
+    requested: tuple[TopicPartition, ...] | None,
+    *,
+    error_per_partition: bool,
+) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if result.error != ErrorCode.none and error_per_partition:
+        for p in requested or ():
+            by_topic.setdefault(p.topic, []).append(
+                {
+                    "partition_index": p.partition,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": int(result.error),
+                }
+            )
+    for fetched in result.partitions:
+        by_topic.setdefault(fetched.topic, []).append(
+            {
+                "partition_index": fetched.partition,
+                "committed_offset": fetched.offset,
+                "committed_leader_epoch": fetched.leader_epoch,
+                "metadata": fetched.metadata,
+                "error_code": int(fetched.error),
+            }
+        )
+    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+
+
+@register(api_key=9, name="OffsetFetch", min_version=1, max_version=8)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    service = GroupService.of(ctx.broker)
+    cls = response_class(request)
+    if has_field(request, "groups"):
+        groups = []
+        for group in request.groups:
+            requested = _requested(group.topics)
+            result = await service.offset_fetch(str(group.group_id), requested)
+            groups.append(
+                {
+                    "group_id": str(group.group_id),
+                    "topics": _topics(result, requested, error_per_partition=False),
+                    "error_code": int(result.error),
+                }
+            )
+        return build(cls, {"throttle_time": 0, "groups": groups})
+    requested = _requested(request.topics)
+    result = await service.offset_fetch(str(request.group_id), requested)
+    return build(
+        cls,
+        {
+            "throttle_time": 0,
+            "error_code": int(result.error),
+            "topics": _topics(result, requested, error_per_partition=ctx.api_version < 2),
+        },
+    )
