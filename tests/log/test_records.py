@@ -225,3 +225,22 @@ def test_varints() -> None:
         read_varint(b"\xff\xff\xff\xff\xff\x01", 0)
     with pytest.raises(CorruptRecordError):
         read_varlong(b"\x80", 0)
+
+
+def test_header_keys_that_are_not_utf8_round_trip() -> None:
+    raw = build_batch([NewRecord(b"v", headers=(RecordHeader("ok", b"1"),))], now_ms=1)
+    # patch the 2-byte key "ok" into two bytes that are not UTF-8; fix the CRC
+    patched = bytearray(raw.replace(b"ok", b"\xff\xfe"))
+    from trafka.log.batch import compute_crc
+
+    struct.pack_into(">I", patched, 17, compute_crc(patched, 0, len(patched)))
+    (record,) = decode_batch(patched).records
+    assert record.headers[0].key.encode("utf-8", "surrogateescape") == b"\xff\xfe"
+    rebuilt = build_batch([NewRecord(b"v", headers=record.headers)], now_ms=1)
+    assert rebuilt == bytes(patched)
+
+
+def test_negative_position_is_corrupt() -> None:
+    raw = build_batch([NewRecord(b"v")], now_ms=1)
+    with pytest.raises(CorruptRecordError):
+        decode_batch(raw, -len(raw))

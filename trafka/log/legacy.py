@@ -105,6 +105,8 @@ class LegacyMessage:
 
 def read_message(buf: Buffer, pos: int = 0) -> LegacyMessage:
     """Decode the log entry at `pos` (offset, size and one v0/v1 message); CRC not enforced."""
+    if pos < 0:
+        raise CorruptRecordError(f"negative message position {pos}")
     if len(buf) - pos < LOG_OVERHEAD + V0_HEADER_SIZE:
         raise CorruptRecordError(f"message at {pos}: too short for a v0 message")
     offset, size, crc, magic, attributes = _ENTRY.unpack_from(buf, pos)

@@ -331,6 +331,8 @@ def decode_batch_columns(
 def _records_section(
     buf: Buffer, pos: int, max_decompressed_bytes: int, check_crc: bool
 ) -> tuple[BatchHeader, bytes]:
+    if pos < 0:
+        raise CorruptRecordError(f"negative batch position {pos}")
     header = parse_header(buf, pos)
     end = pos + header.size
     if end > len(buf):
@@ -375,7 +377,8 @@ _set_sequence = Record.__dict__["sequence"].__set__
 def decode_records(data: bytes, header: BatchHeader) -> tuple[Record, ...]:
     """Decode the (uncompressed) records section of a v2 batch described by `header`."""
     columns = decode_record_columns(data, header)
-    records = []
+    records: list[Record] = []
+    append = records.append
     # The frozen dataclass __init__ costs several times more than filling the slots
     # directly; the objects are identical (same class, same slots).
     for offset, timestamp, key, value, headers, sequence in zip(
@@ -394,7 +397,7 @@ def decode_records(data: bytes, header: BatchHeader) -> tuple[Record, ...]:
         _set_value(record, value)
         _set_headers(record, headers)
         _set_sequence(record, sequence)
-        records.append(record)
+        append(record)
     return tuple(records)
 
 
@@ -418,6 +421,11 @@ def decode_record_columns(data: bytes, header: BatchHeader) -> RecordColumns:
     values: list[bytes | None] = []
     header_column: list[tuple[RecordHeader, ...]] = []
     no_headers: tuple[RecordHeader, ...] = ()
+    append_offset = offsets.append
+    append_timestamp = timestamps.append
+    append_key = keys.append
+    append_value = values.append
+    append_headers = header_column.append
     pos = 0
     try:
         for _ in range(count):
@@ -466,9 +474,9 @@ def decode_record_columns(data: bytes, header: BatchHeader) -> RecordColumns:
             else:
                 key_length, pos = read_varint(data, pos)
             if key_length < 0:
-                keys.append(None)
+                append_key(None)
             else:
-                keys.append(data[pos : pos + key_length])
+                append_key(data[pos : pos + key_length])
                 pos += key_length
             # value
             byte = data[pos]
@@ -482,23 +490,23 @@ def decode_record_columns(data: bytes, header: BatchHeader) -> RecordColumns:
             else:
                 value_length, pos = read_varint(data, pos)
             if value_length < 0:
-                values.append(None)
+                append_value(None)
             else:
-                values.append(data[pos : pos + value_length])
+                append_value(data[pos : pos + value_length])
                 pos += value_length
             # headers
             if data[pos] == 0:
-                header_column.append(no_headers)
+                append_headers(no_headers)
                 pos += 1
             else:
                 headers, pos = _read_headers(data, pos, end)
-                header_column.append(headers)
+                append_headers(headers)
             if pos != end:
                 raise CorruptRecordError(
                     f"record declared {length} bytes but used {length + pos - end}"
                 )
-            offsets.append(offset_delta)
-            timestamps.append(timestamp_delta)
+            append_offset(offset_delta)
+            append_timestamp(timestamp_delta)
     except IndexError:
         raise CorruptRecordError("record runs past the end of the batch") from None
     if pos != size:
