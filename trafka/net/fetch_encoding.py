@@ -99,14 +99,20 @@ def _string(value: str, flexible: bool) -> bytes:
     return _I16.pack(len(raw)) + raw
 
 
+_SMALL_UVARINTS: Final = tuple(bytes((n,)) for n in range(128))
+
+
 def _count(count: int | None, flexible: bool) -> bytes:
     """Array/bytes length: int32 (-1 null) or compact uvarint (0 null, n+1)."""
     if flexible:
-        return write_unsigned_varint(0 if count is None else count + 1)
+        value = 0 if count is None else count + 1
+        return _SMALL_UVARINTS[value] if value < 128 else write_unsigned_varint(value)
     return _I32.pack(-1 if count is None else count)
 
 
 def _partition_tags(partition: FetchPartition) -> bytes:
+    if partition.diverging_epoch is None and partition.current_leader is None:
+        return b"\x00"
     tags: list[bytes] = []
     if partition.diverging_epoch is not None and partition.diverging_epoch != (-1, -1):
         body = _EPOCH_END_OFFSET.pack(partition.diverging_epoch[0], partition.diverging_epoch[1], 0)

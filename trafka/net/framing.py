@@ -162,12 +162,21 @@ async def send_file_region(socket: trio.socket.SocketType, region: FileRegion) -
 
 
 _MAX_IOVECS: Final = 512
+_JOIN_BELOW_BYTES: Final = 16 * 1024
 
 
 async def send_buffers(
     socket: trio.socket.SocketType, buffers: Sequence[bytes | bytearray | memoryview]
 ) -> None:
-    """Send buffers in order with scatter-gather ``sendmsg`` (no joining copy)."""
+    """Send buffers in order: small totals joined into one ``send``, large ones with
+    scatter-gather ``sendmsg`` so record bytes are not copied."""
+    total = sum(len(b) for b in buffers)
+    if total <= _JOIN_BELOW_BYTES or len(buffers) == 1:
+        view = memoryview(b"".join(buffers) if len(buffers) > 1 else buffers[0]).cast("B")
+        while view:
+            sent_now: int = await socket.send(view)
+            view = view[sent_now:]
+        return
     views = [memoryview(b).cast("B") for b in buffers if len(b)]
     index = 0
     while index < len(views):
