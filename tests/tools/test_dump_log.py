@@ -215,3 +215,35 @@ def test_cli_errors_and_golden_segment(tmp_path: Path) -> None:
     unknown.write_text("x")
     result = runner.invoke(app, ["dump-log", str(unknown)])
     assert result.exit_code == 0 and f"Ignoring unknown file {unknown}" in result.stderr
+
+
+def test_arbitrary_and_mutated_files_never_crash(tmp_path: Path) -> None:
+    """dump-log is the tool for corrupt segments: any bytes give output, never a traceback."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    valid = b"".join(_segment(tmp_path)[1])
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.binary(max_size=200)
+        | st.lists(st.tuples(st.integers(0), st.integers(0, 255)), max_size=6).map(
+            lambda edits: _mutate(valid, edits)
+        )
+    )
+    def check(data: bytes) -> None:
+        for suffix in (".log", ".index", ".timeindex"):
+            path = tmp_path / f"{BASE:020d}{suffix}"
+            path.write_bytes(data)
+            for flags in ({"print_data": True}, {"sanity_only": True}):
+                code, _, _ = _run(path, **flags)
+                assert code in (0, 1)
+
+    check()
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int]]) -> bytes:
+    mutated = bytearray(data)
+    for position, byte in edits:
+        mutated[position % len(mutated)] = byte
+    return bytes(mutated)
