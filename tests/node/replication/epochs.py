@@ -27,3 +27,15 @@ class Epochs:
         if not earlier:
             return requested_epoch, later[0][1]
         return earlier[-1][0], later[0][1]
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Kafka's cache.assign: a new, higher epoch; entries at or after its start go."""
+        if self.entries and epoch <= self.entries[-1][0]:
+            return
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+        self.entries = [e for e in self.entries if e[1] < end_offset]

@@ -1,0 +1,535 @@
+"""A seeded, deterministic simulation of a small cluster (STYLE 6).
+
+Brokers hold in-memory logs of (leader_epoch, value) records; the real `Controller` runs on
+the lowest live broker and its steps are executed against the fake tree; the real
+`PartitionLeaderState` keeps each leader's books; followers fetch and, in
+`Mode.LEADER_EPOCH`, truncate with the real OffsetForLeaderEpoch decision (KIP-101/279).
+`Mode.HIGH_WATERMARK` is the pre-0.11 control: truncate to the (checkpointed) HW on restart
+and on becoming follower (REP-26).
+
+Every `step()` is checked: one controller per epoch, a leader's HW never goes back, no
+acknowledged acks=all write is lost (the leader and every ISR member hold it), and no two
+replicas differ below both their HWs. The only randomness is the `random.Random(seed)`;
+time is a counter; so a failing seed replays exactly (the trace is identical).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from tests.node.controller.harness import FakeTree, create_topic, new_tree, register, unregister
+from tests.node.replication.epochs import Epochs
+from trafka.node.controller.effects import (
+    ControllerStep,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    SendRequest,
+    StopReplicaRequest,
+)
+from trafka.node.controller.events import (
+    BrokerChange,
+    ControllerEvent,
+    ControllerFailover,
+    IsrChangeNotification,
+    TopicChange,
+    WritesFailed,
+)
+from trafka.node.controller.machine import Controller, ControllerConfig
+from trafka.node.controller.payloads import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    PartitionListData,
+    PartitionStateData,
+    partition_state_path,
+)
+from trafka.node.replication.ids import BrokerId, LeaderEpoch, Offset, TopicPartition, ZkVersion
+from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
+from trafka.node.replication.truncation import leader_answer, request_epoch, truncation_offset
+
+LAG_MS = 10_000
+PRODUCE_TIMEOUT_MS = 30_000
+MAX_FETCH_RECORDS = 3
+
+
+class Mode(enum.Enum):
+    LEADER_EPOCH = "leader-epoch truncation (KIP-101)"
+    HIGH_WATERMARK = "high-watermark truncation (pre-0.11 control)"
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class Record:
+    epoch: int
+    value: int
+
+
+@dataclass
+class ReplicaLog:
+    records: list[Record] = field(default_factory=list)
+    epochs: Epochs = field(default_factory=Epochs)
+    high_watermark: int = 0
+    high_watermark_checkpoint: int = 0
+    flushed: int = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.records)
+
+    def append(self, records: list[Record], flush: bool = True) -> None:
+        for record in records:
+            self.epochs.assign(record.epoch, len(self.records))
+            self.records.append(record)
+        if flush:
+            self.flushed = len(self.records)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= len(self.records):
+            return
+        del self.records[offset:]
+        self.epochs.truncate_from_end(offset)
+        self.flushed = min(self.flushed, offset)
+        self.high_watermark = min(self.high_watermark, offset)
+
+
+@dataclass
+class Follow:
+    leader: int
+    leader_epoch: int
+    truncated: bool
+    ask_epoch: int | None = None
+
+
+@dataclass
+class SimBroker:
+    broker_id: int
+    logs: dict[TopicPartition, ReplicaLog]
+    alive: bool = True
+    isolated: bool = False
+    controller_epoch_seen: int = 0
+    leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
+    leaders: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
+    following: dict[TopicPartition, Follow] = field(default_factory=dict)
+
+
+@dataclass
+class Pending:
+    tp: TopicPartition
+    broker: int
+    leader_epoch: int
+    offset: int
+    value: int
+    deadline_ms: int
+
+
+class SimCluster:
+    def __init__(
+        self,
+        brokers: tuple[int, ...] = (1, 2, 3),
+        partitions: dict[int, tuple[int, ...]] | None = None,
+        *,
+        mode: Mode = Mode.LEADER_EPOCH,
+        min_insync_replicas: int = 2,
+        rng: random.Random | None = None,
+        check: bool = True,
+    ) -> None:
+        self.mode = mode
+        self.min_insync_replicas = min_insync_replicas
+        self.rng = rng or random.Random(0)
+        self.check = check
+        self.now_ms = 1_000_000
+        self.trace: list[str] = []
+        self.tree: FakeTree = new_tree(*brokers)
+        assignment = partitions or {0: brokers}
+        self.tps = [TopicPartition("t", p) for p in sorted(assignment)]
+        self.brokers = {b: SimBroker(b, {tp: ReplicaLog() for tp in self.tps}) for b in brokers}
+        self.controller: Controller | None = None
+        self.controller_broker: int | None = None
+        self.controllers_by_epoch: dict[int, int] = {}
+        self.acked: dict[TopicPartition, dict[int, int]] = {tp: {} for tp in self.tps}
+        self.pending: list[Pending] = []
+        self.next_value = 0
+        self.leader_high_watermarks: dict[tuple[int, TopicPartition], int] = {}
+        self._ensure_controller()
+        create_topic(self.tree, "t", assignment)
+        self.controller_event(TopicChange(self.tree.topics()))
+
+    # -- controller -----------------------------------------------------------------------
+
+    def _ensure_controller(self) -> None:
+        if self.controller is not None and self.brokers[self.controller_broker or 0].alive:
+            return
+        live = sorted(b for b, broker in self.brokers.items() if broker.alive)
+        if not live:
+            self.controller = None
+            return
+        self.controller_broker = live[0]
+        self.controller = Controller(BrokerId(live[0]), ControllerConfig())
+        self.trace.append(f"controller -> {live[0]}")
+        self._run(ControllerFailover(self.tree.snapshot(), self.now_ms))
+        epoch = self.controller.epoch if self.controller is not None else None
+        if epoch is not None:
+            owner = self.controllers_by_epoch.setdefault(epoch, live[0])
+            if owner != live[0]:
+                raise InvariantViolation(f"two controllers for epoch {epoch}")
+
+    def controller_event(self, event: ControllerEvent) -> None:
+        self._ensure_controller()
+        if self.controller is not None:
+            self._run(event)
+
+    def _run(self, event: ControllerEvent) -> None:
+        assert self.controller is not None
+        step: ControllerStep = self.controller.handle(event)
+        for _ in range(10):
+            if not step.writes or self.tree.multi(step.writes):
+                break
+            step = self.controller.handle(WritesFailed(self.tree.snapshot()))
+        else:
+            raise InvariantViolation("the controller could not commit")
+        if step.resigned:
+            self.controller = None
+        for send in step.requests:
+            self._deliver(send)
+
+    def _deliver(self, send: SendRequest) -> None:
+        broker = self.brokers[send.broker_id]
+        request = send.request
+        if not broker.alive:
+            return
+        if isinstance(request, LeaderAndIsrRequest):
+            if request.controller_epoch < broker.controller_epoch_seen:
+                return  # STALE_CONTROLLER_EPOCH
+            broker.controller_epoch_seen = request.controller_epoch
+            for state in request.partition_states:
+                self._leader_and_isr(broker, state)
+        elif isinstance(request, StopReplicaRequest):
+            for tp in request.partitions:
+                broker.leaders.pop(tp, None)
+                broker.following.pop(tp, None)
+
+    def _leader_and_isr(self, broker: SimBroker, state: LeaderAndIsrPartitionState) -> None:
+        tp = state.tp
+        if state.leader_epoch <= broker.leader_epochs.get(tp, -1):
+            return  # not newer: ignored (EXT-06)
+        broker.leader_epochs[tp] = state.leader_epoch
+        log = broker.logs[tp]
+        if state.leader == broker.broker_id:
+            broker.following.pop(tp, None)
+            log.epochs.assign(state.leader_epoch, log.log_end_offset)
+            leader = PartitionLeaderState.become_leader(
+                tp,
+                BrokerId(broker.broker_id),
+                leader_epoch=state.leader_epoch,
+                controller_epoch=state.controller_epoch,
+                replicas=state.replicas,
+                isr=state.isr,
+                zk_version=state.zk_version,
+                log_end_offset=Offset(log.log_end_offset),
+                high_watermark=Offset(log.high_watermark),
+                now_ms=self.now_ms,
+                replica_lag_time_max_ms=LAG_MS,
+                min_insync_replicas=self.min_insync_replicas,
+            )
+            broker.leaders[tp] = leader
+            log.high_watermark = leader.high_watermark
+            self.trace.append(f"{broker.broker_id} leads {tp} epoch {state.leader_epoch}")
+        else:
+            broker.leaders.pop(tp, None)
+            truncated = self.mode is Mode.HIGH_WATERMARK
+            if truncated:
+                log.truncate_to(log.high_watermark)
+            broker.following[tp] = Follow(state.leader, state.leader_epoch, truncated)
+
+    # -- data plane -----------------------------------------------------------------------
+
+    def produce(self, tp: TopicPartition) -> None:
+        versioned = self.tree.partition_state(tp)
+        if versioned is None or versioned.data.leader < 0:
+            return
+        broker = self.brokers[versioned.data.leader]
+        leader = broker.leaders.get(tp) if broker.alive else None
+        if leader is None:
+            return
+        if leader.check_before_append(-1) is not ErrorCode.none:
+            self.trace.append(f"produce {tp}: NOT_ENOUGH_REPLICAS")
+            return
+        log = broker.logs[tp]
+        value = self.next_value
+        self.next_value += 1
+        log.append([Record(leader.leader_epoch, value)], flush=self._flush_on_append)
+        leader.on_append(Offset(log.log_end_offset), self.now_ms)
+        log.high_watermark = leader.high_watermark
+        self.pending.append(
+            Pending(tp, broker.broker_id, leader.leader_epoch, log.log_end_offset - 1, value,
+                    self.now_ms + PRODUCE_TIMEOUT_MS)
+        )  # fmt: skip
+        self.trace.append(
+            f"produce {tp} v{value} at {log.log_end_offset - 1} on {broker.broker_id}"
+        )
+
+    _flush_on_append = True
+
+    def fetch(self, follower_id: int, tp: TopicPartition, *, drop_response: bool = False) -> None:
+        follower = self.brokers[follower_id]
+        follow = follower.following.get(tp)
+        if not follower.alive or follow is None or follow.leader < 0:
+            return
+        source = self.brokers[follow.leader]
+        if not source.alive or source.isolated or follower.isolated:
+            return
+        leader = source.leaders.get(tp)
+        if leader is None or leader.leader_epoch != follow.leader_epoch:
+            return  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+        log, leader_log = follower.logs[tp], source.logs[tp]
+        if not follow.truncated:
+            asked = follow.ask_epoch if follow.ask_epoch is not None else request_epoch(log.epochs)
+            answer = leader_answer(leader_log.epochs, asked, leader_log.log_end_offset)
+            decision = truncation_offset(answer, log.epochs, log.log_end_offset, log.high_watermark)
+            log.truncate_to(decision.offset)
+            follow.truncated = decision.complete
+            follow.ask_epoch = None if decision.complete else decision.next_request_epoch
+            self.trace.append(f"{follower_id} truncates {tp} to {decision.offset}")
+            return
+        fetch_offset = log.log_end_offset
+        if fetch_offset > leader_log.log_end_offset:  # OFFSET_OUT_OF_RANGE
+            log.truncate_to(leader_log.log_end_offset)
+            return
+        records = leader_log.records[fetch_offset : fetch_offset + MAX_FETCH_RECORDS]
+        outcome = leader.on_follower_fetch(BrokerId(follower_id), Offset(fetch_offset), self.now_ms)
+        leader_log.high_watermark = leader.high_watermark
+        if outcome.isr_write is not None:
+            self._isr_write(source, outcome.isr_write)
+        if drop_response:
+            return
+        log.append(list(records), flush=self._flush_on_append)
+        log.high_watermark = min(log.log_end_offset, leader.high_watermark)
+
+    def _isr_write(self, broker: SimBroker, write: IsrWrite) -> None:
+        tp = write.tp
+        current = self.tree.partition_state(tp)
+        ok = current is not None and current.version == write.expected_zk_version
+        version = ZkVersion(-1)
+        child = None
+        if ok:
+            data = PartitionStateData(
+                write.leader, write.leader_epoch, write.isr, write.controller_epoch
+            )
+            version = ZkVersion(
+                self.tree.set(partition_state_path(tp), data, write.expected_zk_version)
+            )
+            child = self.tree.create_sequential(
+                ISR_CHANGE_NOTIFICATION_PATH, "isr_change_", PartitionListData((tp,))
+            )
+        leader = broker.leaders[tp]
+        leader.on_isr_write_result(ok, version, self.now_ms)
+        broker.logs[tp].high_watermark = leader.high_watermark
+        self.trace.append(
+            f"{broker.broker_id} isr {tp} -> {list(write.isr)} {'ok' if ok else 'conflict'}"
+        )
+        if child is not None:
+            state = self.tree.partition_state(tp)
+            assert state is not None
+            self.controller_event(IsrChangeNotification((child,), {tp: state}))
+
+    def leader_checks(self) -> None:
+        """The leaders' periodic ISR shrink check (every replica.lag.time.max.ms / 2)."""
+        for broker in self._live():
+            for tp in sorted(broker.leaders):
+                leader = broker.leaders.get(tp)
+                if leader is None:
+                    continue
+                write = leader.maybe_shrink_isr(self.now_ms)
+                if write is not None:
+                    self._isr_write(broker, write)
+
+    def complete_produces(self) -> None:
+        still = []
+        for pending in self.pending:
+            broker = self.brokers[pending.broker]
+            leader = broker.leaders.get(pending.tp) if broker.alive else None
+            outcome = acks_all_outcome(
+                leader, LeaderEpoch(pending.leader_epoch), Offset(pending.offset + 1),
+                self.now_ms, pending.deadline_ms,
+            )  # fmt: skip
+            if outcome is None:
+                still.append(pending)
+            elif outcome is ErrorCode.none:
+                self.acked[pending.tp][pending.offset] = pending.value
+                self.trace.append(f"ack v{pending.value} at {pending.offset}")
+        self.pending = still
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def kill(self, *broker_ids: int, lose_unflushed: bool = False) -> None:
+        """Crash brokers; their sessions expire together (one BrokerChange)."""
+        for broker_id in broker_ids:
+            self._crash(broker_id, lose_unflushed)
+            self.brokers[broker_id].alive = False
+            unregister(self.tree, broker_id)
+            self.trace.append(f"kill {broker_id}")
+            if self.controller_broker == broker_id:
+                self.controller = None
+        self.controller_event(BrokerChange(self.tree.brokers()))
+
+    def bounce(self, broker_id: int, *, lose_unflushed: bool = False) -> None:
+        """Restart a broker's process within its session timeout: the controller never
+        notices (the seeds' REP-22 "B's broker restarts"); memory is lost, the log and the
+        HW checkpoint survive."""
+        self._crash(broker_id, lose_unflushed)
+        self._recover(self.brokers[broker_id])
+        self.trace.append(f"bounce {broker_id}")
+
+    def _crash(self, broker_id: int, lose_unflushed: bool) -> None:
+        broker = self.brokers[broker_id]
+        broker.leaders.clear()
+        broker.following.clear()
+        broker.leader_epochs.clear()
+        broker.controller_epoch_seen = 0
+        for log in broker.logs.values():
+            if lose_unflushed:
+                log.truncate_to(log.flushed)
+
+    def _recover(self, broker: SimBroker) -> None:
+        for log in broker.logs.values():
+            log.high_watermark = min(log.high_watermark_checkpoint, log.log_end_offset)
+            if self.mode is Mode.HIGH_WATERMARK:
+                log.truncate_to(log.high_watermark)  # REP-26 step 2
+
+    def restart(self, broker_id: int) -> None:
+        broker = self.brokers[broker_id]
+        broker.alive = True
+        broker.isolated = False
+        self._recover(broker)
+        register(self.tree, broker_id)
+        self.trace.append(f"restart {broker_id}")
+        self.controller_event(BrokerChange(self.tree.brokers()))
+
+    def checkpoint_high_watermarks(self) -> None:
+        for broker in self._live():
+            for log in broker.logs.values():
+                log.high_watermark_checkpoint = log.high_watermark
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+    def _live(self) -> list[SimBroker]:
+        return [b for _, b in sorted(self.brokers.items()) if b.alive]
+
+    # -- invariants -----------------------------------------------------------------------
+
+    def lost_acknowledged(self) -> list[tuple[TopicPartition, int, int, int]]:
+        """(tp, offset, value, broker) for every acked record missing from the leader or
+        from a live ISR member."""
+        lost = []
+        for tp in self.tps:
+            state = self.tree.partition_state(tp)
+            if state is None:
+                continue
+            holders = {b for b in state.data.isr if self.brokers[b].alive}
+            if state.data.leader >= 0 and self.brokers[state.data.leader].alive:
+                holders.add(state.data.leader)
+            for broker_id in sorted(holders):
+                records = self.brokers[broker_id].logs[tp].records
+                for offset, value in sorted(self.acked[tp].items()):
+                    if offset >= len(records) or records[offset].value != value:
+                        lost.append((tp, offset, value, broker_id))
+        return lost
+
+    def divergent_below_high_watermark(self) -> list[tuple[TopicPartition, int, int, int]]:
+        """(tp, offset, broker_a, broker_b) where two live replicas differ below both HWs."""
+        found = []
+        live = self._live()
+        for tp in self.tps:
+            for i, a in enumerate(live):
+                for b in live[i + 1 :]:
+                    la, lb = a.logs[tp], b.logs[tp]
+                    limit = min(la.high_watermark, lb.high_watermark)
+                    for offset in range(limit):
+                        if la.records[offset].value != lb.records[offset].value:
+                            found.append((tp, offset, a.broker_id, b.broker_id))
+                            break
+        return found
+
+    def check_invariants(self) -> None:
+        for broker in self._live():
+            for tp in self.tps:
+                key = (broker.broker_id, tp)
+                leader = broker.leaders.get(tp)
+                if leader is None:
+                    self.leader_high_watermarks.pop(key, None)
+                    continue
+                previous = self.leader_high_watermarks.get(key, -1)
+                if leader.high_watermark < previous:
+                    raise InvariantViolation(f"HW went back on leader {key}")
+                self.leader_high_watermarks[key] = leader.high_watermark
+        for broker in self.brokers.values():
+            if not broker.alive:
+                for tp in self.tps:
+                    self.leader_high_watermarks.pop((broker.broker_id, tp), None)
+        lost = self.lost_acknowledged()
+        if lost:
+            raise InvariantViolation(f"acknowledged writes lost: {lost[:3]}")
+        diverged = self.divergent_below_high_watermark()
+        if diverged:
+            raise InvariantViolation(f"replicas diverged below HW: {diverged[:3]}")
+
+    # -- the random walk ------------------------------------------------------------------
+
+    def step(self) -> None:
+        rng = self.rng
+        self.advance(rng.randrange(0, 700))
+        roll = rng.random()
+        live = [b.broker_id for b in self._live()]
+        dead = [b for b in sorted(self.brokers) if b not in live]
+        tp = rng.choice(self.tps)
+        isolated = [b for b in live if self.brokers[b].isolated]
+        if roll < 0.25:
+            self.produce(tp)
+        elif roll < 0.75:
+            followers = [b for b in live if tp in self.brokers[b].following]
+            rng.shuffle(followers)
+            for follower in followers:
+                self.fetch(follower, tp)
+        elif roll < 0.765 and len(live) > 1:
+            self.kill(rng.choice(live))
+        elif roll < 0.80 and dead:
+            self.restart(rng.choice(dead))
+        elif roll < 0.815 and live:
+            victim = self.brokers[rng.choice(live)]
+            victim.isolated = True
+            self.trace.append(f"isolate {victim.broker_id}")
+        elif roll < 0.85 and isolated:
+            self.brokers[isolated[0]].isolated = False
+            self.trace.append(f"heal {isolated[0]}")
+        elif roll < 0.90:
+            self.advance(LAG_MS // 2)
+        self.leader_checks()
+        self.complete_produces()
+        self.checkpoint_high_watermarks()
+        if self.check:
+            self.check_invariants()
+
+    def heal_and_converge(self, rounds: int = 60) -> None:
+        """Restart everything, reconnect everything, and let followers catch up."""
+        for broker in self.brokers.values():
+            broker.isolated = False
+        for broker_id in sorted(self.brokers):
+            if not self.brokers[broker_id].alive:
+                self.restart(broker_id)
+        for _ in range(rounds):
+            self.advance(100)
+            for tp in self.tps:
+                for broker in self._live():
+                    if tp in broker.following:
+                        self.fetch(broker.broker_id, tp)
+            self.leader_checks()
+            self.complete_produces()
+            self.checkpoint_high_watermarks()
+            if self.check:
+                self.check_invariants()
