@@ -26,7 +26,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -322,6 +322,65 @@ class Broker:
             znodes.broker_config_path(self.node_id), znodes.EntityConfig(rendered).to_json()
         )
         self.config = self.config.with_dynamic(dynamic)
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        transform: Callable[[dict[str, str | None]], Mapping[str, str | None]],
+        *,
+        validate_only: bool,
+    ) -> tuple[int, str | None]:
+        """AlterConfigs / IncrementalAlterConfigs: (error_code, error_message)."""
+        try:
+            if resource_type == 2:
+                await self._alter_topic_configs(name, transform, validate_only=validate_only)
+            elif resource_type == 4 and name in ("", str(self.node_id)):
+                current: dict[str, str | None] = {
+                    k: definition(k).render(v) for k, v in self.config.dynamic_values.items()
+                }
+                wanted = dict(transform(current))
+                changes = {k: wanted.get(k) for k in set(current) | set(wanted)}
+                if validate_only:
+                    for key, raw in changes.items():
+                        if raw is not None:
+                            definition(key).parse(raw)
+                else:
+                    await self.set_broker_configs(changes)
+            else:
+                return int(ErrorCode.invalid_request), f"Unsupported resource {name!r}"
+        except TopicError as error:
+            return int(error.error_code), error.message
+        except ValueError as error:  # ConfigError from the broker config table
+            return int(ErrorCode.invalid_config), str(error)
+        return 0, None
+
+    async def _alter_topic_configs(
+        self,
+        name: str,
+        transform: Callable[[dict[str, str | None]], Mapping[str, str | None]],
+        *,
+        validate_only: bool,
+    ) -> None:
+        state = self.topics.get(name)
+        if state is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
+        new = {k: v for k, v in transform(dict(state.configs)).items() if v is not None}
+        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+
+        unknown = sorted(k for k in new if k not in TOPIC_CONFIG_DEFS)
+        if unknown:
+            raise TopicError(ErrorCode.invalid_config, f"Unknown topic config name: {unknown[0]}")
+        self.validate_topic_configs(new)
+        if validate_only:
+            return
+        await self.topics.set_configs(name, new)
+        manager = self.log_manager
+        if manager is not None:
+            for partition in state.partitions:
+                partition_log = manager.get(name, partition)
+                if partition_log is not None:
+                    partition_log.update_config(self.log_config_for(name))
 
     def _require_store(self) -> MetadataStore:
         assert self.store is not None, "broker not started"

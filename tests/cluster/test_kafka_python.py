@@ -1,0 +1,115 @@
+"""kafka-python 3 (idempotent producer by default) against one real knode."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+
+with warnings.catch_warnings():  # kafka-python 3.0.12 uses importlib.resources.read_text
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+    )
+    from kafka.errors import InvalidTopicError
+
+from tests.cluster.messages import check_order_per_partition, make_messages
+from tests.support.cluster import KnodeCluster
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+
+def _consume(cluster: KnodeCluster, topic: str, partitions: int, expected: int) -> list:  # type: ignore[type-arg]
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False, fetch_max_wait_ms=100
+    )
+    try:
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning()
+        received = []
+        deadline = time.monotonic() + 60
+        while len(received) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(500).values():
+                received.extend(records)
+        # EOF at the high watermark: nothing more arrives, positions equal end offsets
+        assert consumer.poll(300) == {}
+        end_offsets = consumer.end_offsets(assigned)
+        for tp in assigned:
+            assert consumer.position(tp) == end_offsets[tp]
+        return received
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_idempotent_produce_and_consume(knode: KnodeCluster, codec: str | None) -> None:
+    topic = f"kp-{codec or 'none'}"
+    admin = KafkaAdminClient(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    finally:
+        admin.close()
+    count = 10_000 if codec is None else 2_000
+    sent = make_messages(count, codec or "none")
+    producer = KafkaProducer(
+        bootstrap_servers=knode.bootstrap_servers, compression_type=codec, linger_ms=5
+    )
+    try:
+        futures = [
+            producer.send(
+                topic,
+                key=m.key,
+                value=m.value,
+                headers=list(m.headers),
+                timestamp_ms=m.timestamp_ms,
+            )
+            for m in sent
+        ]
+        producer.flush(30)
+        metadata = [f.get(timeout=30) for f in futures]
+    finally:
+        producer.close()
+    assert all(m.offset >= 0 for m in metadata)
+    received = _consume(knode, topic, 2, count)
+    assert len(received) == count
+    check_order_per_partition((r.partition, r.offset, r.value) for r in received)
+    by_value = {m.value: m for m in sent}
+    for record in received:
+        original = by_value[record.value]
+        assert record.key == original.key
+        assert list(record.headers) == list(original.headers)
+        assert record.timestamp == original.timestamp_ms
+
+
+def test_admin_api(knode: KnodeCluster) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic("kp-admin", 1, 1)], validate_only=True)
+        assert "kp-admin" not in admin.list_topics()
+        admin.create_topics(
+            [NewTopic("kp-admin", 1, 1, topic_configs={"retention.bytes": "1000000"})]
+        )
+        assert "kp-admin" in admin.list_topics()
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
+        text = repr(described)
+        assert "retention.bytes" in text and "1000000" in text
+        admin.create_partitions({"kp-admin": NewPartitions(3)})
+        topics = admin.describe_topics(["kp-admin"])
+        assert len(topics[0]["partitions"]) == 3
+        with pytest.raises(InvalidTopicError):
+            admin.create_topics([NewTopic("..", 1, 1)])
+        admin.delete_topics(["kp-admin"])
+        assert "kp-admin" not in admin.list_topics()
+    finally:
+        admin.close()

@@ -1,0 +1,42 @@
+"""AlterConfigs v0-2: replace a topic's or broker's dynamic configs (the whole set).
+
+* v0: resources with key/value lists; validate_only. v1: no change. v2: flexible.
+
+TOPIC (2): the given keys become the topic's complete override set (`/config/topics/<t>`),
+validated by `trafka.log.config` (INVALID_CONFIG); the partition logs pick the new config
+up at once. BROKER (4): this broker's dynamic keys (`/config/brokers/<id>`); only keys
+marked dynamic in `trafka.node.config` (INVALID_REQUEST otherwise).
+Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
+
+Not implemented: cluster-default broker configs (`/config/brokers/<default>`), BROKER_LOGGER.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+
+@register(api_key=33, name="AlterConfigs", min_version=0, max_version=2)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = []
+    for resource in request.resources:
+        configs = {str(c.name): c.value for c in resource.configs}
+        error_code, message = await ctx.broker.alter_configs(
+            int(resource.resource_type),
+            str(resource.resource_name),
+            lambda _current, configs=configs: configs,
+            validate_only=bool(request.validate_only),
+        )
+        responses.append(
+            {
+                "error_code": error_code,
+                "error_message": message,
+                "resource_type": int(resource.resource_type),
+                "resource_name": str(resource.resource_name),
+            }
+        )
+    return build(response_class(request), {"throttle_time": 0, "responses": responses})

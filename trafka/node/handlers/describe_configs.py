@@ -1,0 +1,83 @@
+"""DescribeConfigs v1-4: topic and broker configs with Kafka's names, values and sources.
+
+* v1: include_synonyms; config_source replaces is_default (KIP-226).
+* v2: no change. v3: include_documentation, config_type (KIP-569). v4: flexible (KIP-482).
+
+Resources: TOPIC (2) - every topic key of `trafka.node.topic_configs` with its value:
+the topic override (DYNAMIC_TOPIC_CONFIG), else the broker key it inherits from (synonym,
+STATIC_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG);
+BROKER (4) - every key of `trafka.node.config` for this broker ("" or its own id; another
+broker's id gets INVALID_REQUEST: clients send broker resources to that broker).
+`configuration_keys` filters; unknown keys are omitted.
+Sensitive values (controller.quorum.secret) are null with is_sensitive=true.
+Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
+
+Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@register(api_key=32, name="DescribeConfigs", min_version=1, max_version=4)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_documentation = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources:
+        resource_type = int(resource.resource_type)
+        name = str(resource.resource_name)
+        keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        result: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": resource_type,
+            "resource_name": name,
+            "configs": [],
+        }
+        if resource_type == TOPIC_RESOURCE:
+            if broker.topics.get(name) is None:
+                result["error_code"] = int(ErrorCode.unknown_topic_or_partition)
+                result["error_message"] = f"Topic {name} does not exist"
+                results.append(result)
+                continue
+            entries = broker.describe_topic_configs(name)
+        elif resource_type == BROKER_RESOURCE and name in ("", str(broker.node_id)):
+            entries = broker.describe_broker_configs()
+        else:
+            result["error_code"] = int(ErrorCode.invalid_request)
+            result["error_message"] = f"Unsupported resource {resource_type}/{name!r}"
+            results.append(result)
+            continue
+        result["configs"] = [
+            {
+                "name": entry.name,
+                "value": entry.value,
+                "read_only": entry.read_only,
+                "config_source": int(entry.source),
+                "is_default": entry.source == 5,
+                "is_sensitive": entry.sensitive,
+                "synonyms": [
+                    {"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms
+                ]
+                if include_synonyms
+                else [],
+                "config_type": entry.config_type,
+                "documentation": entry.documentation if include_documentation else None,
+            }
+            for entry in entries
+            if keys is None or entry.name in keys
+        ]
+        results.append(result)
+    return build(response_class(request), {"throttle_time": 0, "results": results})

@@ -1,0 +1,72 @@
+"""IncrementalAlterConfigs v0-1: SET / DELETE / APPEND / SUBTRACT single keys (KIP-339).
+
+* v0: resources with (name, config_operation, value); validate_only. v1: flexible.
+
+Operations: 0 SET, 1 DELETE (back to the inherited value), 2 APPEND and 3 SUBTRACT (list
+keys such as cleanup.policy; INVALID_CONFIG on non-list keys). Same resources, storage and
+errors as AlterConfigs.
+
+Not implemented: BROKER_LOGGER resources, cluster-default broker configs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+from trafka.node.topics import TopicError
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "listeners", "log.dirs"})
+
+
+def _apply(
+    current: dict[str, str | None], changes: list[tuple[str, int, str | None]]
+) -> dict[str, str | None]:
+    result = dict(current)
+    for name, operation, value in changes:
+        if operation == SET:
+            result[name] = value
+        elif operation == DELETE:
+            result[name] = None
+        elif operation in (APPEND, SUBTRACT):
+            if name not in LIST_KEYS:
+                raise TopicError(
+                    ErrorCode.invalid_config, f"Config {name} is not a list; cannot append"
+                )
+            items = [v for v in (result.get(name) or "").split(",") if v]
+            given = [v for v in (value or "").split(",") if v]
+            if operation == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            result[name] = ",".join(items)
+        else:
+            raise TopicError(ErrorCode.invalid_request, f"Unknown config operation {operation}")
+    return result
+
+
+@register(api_key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = []
+    for resource in request.resources:
+        changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
+        error_code, message = await ctx.broker.alter_configs(
+            int(resource.resource_type),
+            str(resource.resource_name),
+            lambda current, changes=changes: _apply(current, changes),
+            validate_only=bool(request.validate_only),
+        )
+        responses.append(
+            {
+                "error_code": error_code,
+                "error_message": message,
+                "resource_type": int(resource.resource_type),
+                "resource_name": str(resource.resource_name),
+            }
+        )
+    return build(response_class(request), {"throttle_time": 0, "responses": responses})
