@@ -2,9 +2,10 @@
 
 A tiny fake Kafka broker (raw sockets, kio for the message bodies) answers ApiVersions,
 Metadata, InitProducerId and Produce, and keeps the record bytes of every Produce
-partition exactly as the client sent them. Then confluent-kafka (librdkafka) and
-kafka-python produce a fixed set of messages (keys, null keys, tombstones, headers, explicit
-timestamps, one 40 KB value) in every codec they can use, and the script writes:
+partition exactly as the client sent them. Then confluent-kafka (librdkafka), kafka-python
+and kafkajs (from tests/js/node_modules; none and gzip) produce a fixed set of messages
+(keys, null keys, tombstones, headers, explicit timestamps, one 40 KB value) in every codec
+they can use, and the script writes:
 
     tests/data/golden/<client>-<codec>[-idempotent].bin   the Produce records bytes
     tests/data/golden/manifest.json                         what was sent, per file
@@ -401,6 +402,59 @@ def produce_kafka_python(port: int, topic: str, codec: str, idempotent: bool, pr
     return f"kafka-python {kafka.__version__}"
 
 
+KAFKAJS_SCRIPT = r"""
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+const fs = require('fs');
+const spec = JSON.parse(fs.readFileSync(process.env.GOLDEN_SPEC, 'utf8'));
+const bytes = (text) => (text === null ? null : Buffer.from(text, 'base64'));
+(async () => {
+  const kafka = new Kafka({
+    clientId: 'golden', brokers: [`127.0.0.1:${spec.port}`], logLevel: logLevel.NOTHING,
+  });
+  const producer = kafka.producer();
+  await producer.connect();
+  await producer.send({
+    topic: spec.topic,
+    compression: spec.codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None,
+    messages: spec.messages.map((m) => ({
+      key: bytes(m.key),
+      value: bytes(m.value),
+      headers: Object.fromEntries(m.headers.map(([k, v]) => [k, bytes(v)])),
+      timestamp: String(m.timestamp),
+    })),
+  });
+  await producer.disconnect();
+  console.log(require('kafkajs/package.json').version);
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+JS_DIR = Path(__file__).parent.parent / "js"
+
+
+def produce_kafkajs(port: int, topic: str, codec: str, idempotent: bool, profile: str) -> str:
+    """kafkajs 2.x (tests/js/node_modules): gzip is its only built-in codec; one send()."""
+    import os
+    import subprocess
+    import tempfile
+
+    assert not idempotent and profile == "v2"
+    spec = {"port": port, "topic": topic, "codec": codec, "messages": manifest_messages()}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(spec, handle)
+    try:
+        result = subprocess.run(
+            ["node", "-e", KAFKAJS_SCRIPT],
+            cwd=JS_DIR,
+            env={**os.environ, "GOLDEN_SPEC": handle.name},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        os.unlink(handle.name)
+    return f"kafkajs {result.stdout.strip()}"
+
+
 def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -429,6 +483,7 @@ def main() -> None:
             skipped.append(f"kafka-python {codec}: codec library not installed")
     runs.append(("kafka-python", "gzip", False, "v2"))
     runs.append(("kafka-python", "gzip", False, "magic1"))
+    runs += [("kafkajs", codec, False, "v2") for codec in ("none", "gzip")]
     try:
         for client, codec, idempotent, profile in runs:
             name = f"{client}-{codec}" + ("-idempotent" if idempotent else "")
@@ -437,7 +492,11 @@ def main() -> None:
             topic = f"golden-{name}"
             broker = brokers[profile]
             before = len(broker.captured)
-            produce = produce_confluent if client == "confluent-kafka" else produce_kafka_python
+            produce = {
+                "confluent-kafka": produce_confluent,
+                "kafka-python": produce_kafka_python,
+                "kafkajs": produce_kafkajs,
+            }[client]
             version = produce(broker.port, topic, codec, idempotent, profile)
             parts = [c for c in broker.captured[before:] if c[0] == topic and c[3]]
             data = b"".join(c[3] for c in parts)

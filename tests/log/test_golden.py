@@ -2,7 +2,8 @@
 
 `tests/data/capture_golden.py` ran a fake broker once and stored what confluent-kafka
 (librdkafka) and kafka-python sent in Produce requests, in every codec, as magic 2 and (for
-librdkafka and kafka-python's legacy builder) as magic 1 and magic 0 message sets.
+librdkafka and kafka-python's legacy builder) as magic 1 and magic 0 message sets, plus
+kafkajs's batches (none and gzip, its built-in codecs).
 The traps these files pin down (PLATFORM.md §5): librdkafka's snappy is raw, kafka-python's
 is xerial-framed; librdkafka's zstd frames have no content size; librdkafka's magic 0 LZ4
 frames carry the wrong header checksum of KAFKA-3160.
@@ -69,6 +70,7 @@ def test_the_capture_covers_every_codec_and_magic() -> None:
         for codec in ("none", "gzip", "snappy", "lz4"):
             assert ("confluent-kafka", magic, codec) in seen
     assert ("kafka-python", 1, "gzip") in seen
+    assert {("kafkajs", 2, "none"), ("kafkajs", 2, "gzip")} <= seen
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=[c["file"] for c in CAPTURES])
@@ -93,12 +95,26 @@ def test_golden_capture_decodes_exactly(capture: dict[str, Any]) -> None:
     if capture["idempotent"]:
         assert all(b.header.producer_id >= 1000 and b.header.producer_epoch == 0 for b in batches)
         assert [r.sequence for r in records] == list(range(len(sent)))
+    elif capture["client"] == "kafkajs":
+        # kafkajs writes producerEpoch 0 and baseSequence 0 without a producer id
+        # (REFERENCE.md §4); Kafka still derives sequences from baseSequence.
+        assert all(b.header.producer_id == -1 for b in batches)
+        assert all((b.header.producer_epoch, b.header.base_sequence) == (0, 0) for b in batches)
+        assert [r.sequence for r in records] == list(range(len(sent)))
     else:
         assert all(b.header.producer_id == -1 for b in batches)
         assert all(r.sequence == -1 for r in records)
 
 
-V2_CAPTURES = [c for c in CAPTURES if c["broker_profile"] == "v2"]
+# kafkajs takes the smallest timestamp as baseTimestamp (Java, librdkafka and kafka-python
+# take the first record's), so its deltas differ from ours: valid, not byte-identical.
+V2_CAPTURES = [c for c in CAPTURES if c["broker_profile"] == "v2" and c["client"] != "kafkajs"]
+
+
+def test_kafkajs_base_timestamp_is_the_smallest() -> None:
+    (batch,) = list(iter_batches((GOLDEN_DIR / "kafkajs-none.bin").read_bytes()))
+    assert batch.header.base_timestamp == min(m["timestamp"] for m in _sent())
+    assert batch.header.base_timestamp != batch.records[0].timestamp
 
 
 @pytest.mark.parametrize("capture", V2_CAPTURES, ids=[c["file"] for c in V2_CAPTURES])
