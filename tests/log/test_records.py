@@ -244,3 +244,13 @@ def test_negative_position_is_corrupt() -> None:
     raw = build_batch([NewRecord(b"v")], now_ms=1)
     with pytest.raises(CorruptRecordError):
         decode_batch(raw, -len(raw))
+
+
+def test_zip_bomb_batch_is_refused() -> None:
+    records = [NewRecord(bytes(64 * 1024)) for _ in range(64)]  # 4 MiB of zeros
+    for codec in (c for c in CompressionType if c is not CompressionType.NONE):
+        raw = build_batch(records, compression=codec, now_ms=1)
+        assert len(raw) < 512 * 1024
+        with pytest.raises(CorruptRecordError, match="inflates past"):
+            decode_batch(raw, max_decompressed_bytes=1024 * 1024)
+        assert len(decode_batch(raw).records) == 64
