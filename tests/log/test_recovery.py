@@ -96,7 +96,7 @@ def test_damage_in_an_older_segment_drops_everything_after_it(tmp_path: Path) ->
 
 def test_only_segments_past_the_recovery_point_are_rescanned(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log, stored = fill(directory)
+    log, _stored = fill(directory)
     log.close()
     first = sorted(directory.glob("*.log"))[0]
     data = bytearray(first.read_bytes())

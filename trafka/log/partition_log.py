@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trafka.log import batch as batch_format
-from trafka.log.checkpoint import fsync_dir
+from trafka.log.checkpoint import fsync_dir, write_atomically
 from trafka.log.config import INT_MAX, LogConfig
 from trafka.log.errors import (
     CorruptRecordError,
@@ -65,7 +65,6 @@ from trafka.log.segment import (
     TIME_INDEX_SUFFIX,
     EntryInfo,
     LogSegment,
-    entry_info_at,
     file_name,
     parse_base_offset,
 )
@@ -75,6 +74,10 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 DELETE_RECORDS_HIGH_WATERMARK = -1
+CLEANER_TMP_DIR = "cleaner-tmp"
+"""Where the cleaner writes compacted segments before swapping them in."""
+SWAP_MARKER = "cleaner-swap"
+"""Lists old and new base offsets while a compaction swap is in progress (ours, not Kafka's)."""
 
 logger = logging.getLogger(__name__)
 
@@ -102,19 +105,28 @@ class FileRegion:
 
     The bytes are whole batches as of the read. If retention deletes the segment before
     the caller reads, the file sits under `<path>.deleted` for `file.delete.delay.ms`;
-    `open_fd` tries both names. A truncation (follower) can shorten the file: a reader
+    `open_fd` tries both names and checks the inode (compaction replaces files under the
+    same name). A truncation (follower) can shorten the file: a reader
     must treat a short sendfile as the end of the data.
     """
 
     path: Path
     position: int
     length: int
+    inode: int = 0
+    """The segment file's inode when read (0: unchecked); a swapped file has another."""
 
     def open_fd(self) -> int:
-        try:
-            return os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return os.open(self.path.with_name(self.path.name + DELETED_SUFFIX), os.O_RDONLY)
+        """A descriptor on the same file the read saw (the caller closes it)."""
+        for candidate in (self.path, self.path.with_name(self.path.name + DELETED_SUFFIX)):
+            try:
+                fd = os.open(candidate, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            if not self.inode or os.fstat(fd).st_ino == self.inode:
+                return fd
+            os.close(fd)
+        raise FileNotFoundError(f"{self.path}: segment deleted or replaced")
 
     def read(self) -> bytes:
         fd = self.open_fd()
@@ -305,6 +317,7 @@ class PartitionLog:
             )
 
     def _remove_leftovers(self) -> None:
+        shutil.rmtree(self.directory / CLEANER_TMP_DIR, ignore_errors=True)
         for path in self.directory.iterdir():
             name = path.name
             if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
@@ -320,24 +333,38 @@ class PartitionLog:
                     path.unlink()
 
     def _complete_swaps(self) -> None:
-        """Finish a compaction swap interrupted by a crash (see `cleaner.py`).
+        """Finish or discard a compaction swap interrupted by a crash (see `cleaner.py`).
 
-        `<base>.log.swap` is complete by construction (it is renamed from `.cleaned` only
-        after an fsync), so the segments it replaces are deleted and it takes their place.
+        Without the marker the `.swap` files are discarded (the old segments are intact).
+        With it: every new segment whose `.swap` is still there replaces the final file of
+        the same base; old segments that are not new ones are deleted.
         """
-        for swap in sorted(self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
-            base_offset = parse_base_offset(swap.name)
-            if base_offset is None:
-                continue
-            last_offset = _last_offset_in_file(swap)
-            for other in self._segment_base_offsets():
-                if base_offset <= other <= last_offset:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        (self.directory / file_name(other, suffix)).unlink(missing_ok=True)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        marker = self.directory / SWAP_MARKER
+        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        if not marker.exists():
+            for path in self.directory.glob("*" + SWAP_SUFFIX):
+                path.unlink()
+            return
+        olds: set[int] = set()
+        news: set[int] = set()
+        for line in marker.read_text().splitlines():
+            kind, _, number = line.partition(" ")
+            (olds if kind == "old" else news).add(int(number))
+        for base_offset in sorted(news):
+            swap = self.directory / (file_name(base_offset, LOG_SUFFIX) + SWAP_SUFFIX)
+            if swap.exists():
+                for suffix in suffixes:
+                    name = file_name(base_offset, suffix)
+                    (self.directory / name).unlink(missing_ok=True)
+                    pending = self.directory / (name + SWAP_SUFFIX)
+                    if pending.exists():
+                        os.replace(pending, self.directory / name)
+        for base_offset in sorted(olds - news):
+            for suffix in suffixes:
                 (self.directory / file_name(base_offset, suffix)).unlink(missing_ok=True)
-            os.replace(swap, self.directory / file_name(base_offset, LOG_SUFFIX))
-            logger.info("%s: completed an interrupted compaction swap", swap)
+        fsync_dir(self.directory)
+        marker.unlink()
+        logger.warning("%s: completed an interrupted compaction swap", self.directory)
 
     def _segment_base_offsets(self) -> list[int]:
         offsets = []
@@ -454,6 +481,8 @@ class PartitionLog:
                     f"batch at {pos}: {header.records_count} records but "
                     f"lastOffsetDelta {header.last_offset_delta}"
                 )
+        if config.compact:
+            _check_keys(records, headers)
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes exceed segment.bytes {config.segment_bytes}"
@@ -661,10 +690,10 @@ class PartitionLog:
                     if not min_one_batch:
                         return empty
                     end = first.position + first.size
-                return FetchData(
-                    start_offset,
-                    (FileRegion(segment.log_path, first.position, end - first.position),),
+                region = FileRegion(
+                    segment.log_path, first.position, end - first.position, segment.inode
                 )
+                return FetchData(start_offset, (region,))
             return empty
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -964,8 +993,53 @@ class PartitionLog:
         """The log's lock, for the cleaner's swap step."""
         return self._lock
 
-    def _segments_snapshot(self) -> list[LogSegment]:
-        return list(self._segments)
+    def segments_snapshot(self) -> list[LogSegment]:
+        """The current segment objects (the cleaner reads them without the lock)."""
+        with self._lock:
+            return list(self._segments)
+
+    def replace_segments(
+        self, outputs: list[tuple[list[LogSegment], list[LogSegment]]], tmp: Path
+    ) -> bool:
+        """Swap compacted segments in (see `cleaner.py` for the crash-safe protocol).
+
+        `outputs` pairs each group of current segments with the closed segments written
+        for it in `tmp`. False (nothing changed) if any old segment is no longer in the log.
+        """
+        with self._lock, self._io_errors():
+            current = {id(segment) for segment in self._segments[:-1]}
+            olds = [segment for group, _ in outputs for segment in group]
+            if self._closed or any(id(segment) not in current for segment in olds):
+                return False
+            news = [segment for _, written in outputs for segment in written]
+            suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            for segment in news:
+                for suffix in suffixes:
+                    name = file_name(segment.base_offset, suffix)
+                    os.replace(tmp / name, self.directory / (name + SWAP_SUFFIX))
+            fsync_dir(self.directory)
+            marker = [f"old {s.base_offset}" for s in olds] + [f"new {s.base_offset}" for s in news]
+            write_atomically(self.directory / SWAP_MARKER, ("\n".join(marker) + "\n").encode())
+            first_slot = self._segments.index(olds[0])
+            self._remove_segments(olds)
+            for segment in news:
+                for suffix in suffixes:
+                    name = file_name(segment.base_offset, suffix)
+                    os.replace(self.directory / (name + SWAP_SUFFIX), self.directory / name)
+            fsync_dir(self.directory)
+            (self.directory / SWAP_MARKER).unlink()
+            loaded = []
+            for segment in news:
+                fresh = LogSegment(
+                    self.directory, segment.base_offset, self._config, created_ms=self._last_now_ms
+                )
+                if not fresh.load():
+                    self._recover_segment(fresh)
+                    fresh.make_inactive()
+                loaded.append(fresh)
+            self._segments[first_slot:first_slot] = loaded
+            self._base_offsets = [segment.base_offset for segment in self._segments]
+            return True
 
     def __repr__(self) -> str:
         return (
@@ -974,17 +1048,15 @@ class PartitionLog:
         )
 
 
-def _last_offset_in_file(path: Path) -> int:
-    """The last offset of the last whole batch in a segment-format file (-1 if none)."""
-    data = path.read_bytes()
-    pos, last = 0, -1
-    while pos < len(data):
-        try:
-            info = entry_info_at(data, pos, pos)
-        except CorruptRecordError:
-            break
-        if pos + info.size > len(data):
-            break
-        last = info.last_offset
-        pos += info.size
-    return last
+def _check_keys(
+    records: bytes | bytearray | memoryview, headers: list[tuple[int, batch_format.BatchHeader]]
+) -> None:
+    """A compacted topic needs a key on every record (Kafka's INVALID_RECORD)."""
+    from trafka.log.records import decode_batch  # records are decoded only for compaction
+
+    for pos, header in headers:
+        if header.is_control:
+            continue
+        for record in decode_batch(records, pos, check_crc=False).records:
+            if record.key is None:
+                raise InvalidRecordError("Compacted topic cannot accept message without key")

@@ -149,6 +149,27 @@ def entry_is_valid(buf: bytes | bytearray | memoryview, pos: int, info: EntryInf
     return bool(zlib.crc32(memoryview(buf)[pos + 16 : pos + info.size]) == crc)
 
 
+def iter_entries_in(fd: int, start_position: int, end_position: int) -> Iterator[EntryInfo]:
+    """Headers of the batches of the file `fd` from `start_position` to `end_position`.
+
+    Reads `SCAN_CHUNK_BYTES` at a time; stops at a batch that does not end by
+    `end_position` (the caller's idea of the file size).
+    """
+    pos = start_position
+    chunk = b""
+    chunk_start = pos
+    while pos + batch_format.LOG_OVERHEAD + 5 <= end_position:
+        offset_in_chunk = pos - chunk_start
+        if offset_in_chunk + batch_format.HEADER_SIZE > len(chunk):
+            chunk = os.pread(fd, SCAN_CHUNK_BYTES, pos)
+            chunk_start, offset_in_chunk = pos, 0
+        info = entry_info_at(chunk, offset_in_chunk, pos)
+        if pos + info.size > end_position:
+            return
+        yield info
+        pos += info.size
+
+
 @dataclass(frozen=True, slots=True)
 class RecoveryResult:
     """What `LogSegment.recover` found: valid entries kept and the torn tail dropped."""
@@ -180,7 +201,9 @@ class LogSegment:
             config.segment_index_bytes,
         )
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        stat = os.fstat(self._fd)
+        self.size = stat.st_size
+        self.inode = stat.st_ino
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -344,19 +367,7 @@ class LogSegment:
     ) -> Iterator[EntryInfo]:
         """Headers of the batches from `start_position` (a batch boundary) to the end."""
         end = self.size if end_position is None else min(end_position, self.size)
-        pos = start_position
-        chunk = b""
-        chunk_start = pos
-        while pos + batch_format.LOG_OVERHEAD + 5 <= end:
-            offset_in_chunk = pos - chunk_start
-            if offset_in_chunk + batch_format.HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, SCAN_CHUNK_BYTES, pos)
-                chunk_start, offset_in_chunk = pos, 0
-            info = entry_info_at(chunk, offset_in_chunk, pos)
-            if pos + info.size > end:
-                return
-            yield info
-            pos += info.size
+        return iter_entries_in(self._fd, start_position, end)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> EntryInfo | None:
         """The first batch whose last offset is >= `offset`, or None."""

@@ -1,0 +1,438 @@
+"""All partition logs of a node, over the `log.dirs` (SEEDS LOG-05, LOG-22, LOG-34).
+
+Each log dir holds partition directories plus Kafka's per-dir files::
+
+    <log dir>/
+      .lock                               flock'ed while this process uses the dir
+      meta.properties                     version=1, node.id, cluster.id, directory.id
+      .kafka_cleanshutdown                present only after a clean close
+      recovery-point-offset-checkpoint    topic partition offset (see checkpoint.py)
+      log-start-offset-checkpoint
+      replication-offset-checkpoint       high watermarks
+      cleaner-offset-checkpoint           first dirty offset of compacted logs
+      orders-0/ orders-1/ ...             one PartitionLog each
+      orders-2.<uuid>-delete/             being deleted (finished on the next start)
+
+New partitions go to the online dir holding the fewest partitions (Kafka's rule). A dir
+that fails (cannot be locked or read, mismatched meta.properties, an I/O error later) is
+taken offline: its logs are closed and dropped, `offline_dirs` says why, and the process
+keeps running on the others (Kafka's KAFKA_STORAGE_ERROR handling). Only when no dir is
+usable at start does the constructor raise LogDirFailedError.
+
+This class is the shell around the pure-ish `PartitionLog`s: it reads no clock (callers
+pass `now_ms`) but does own file locks and directory scans. `maintenance(now_ms)` is the
+body of Kafka's periodic tasks (retention check, flush.ms, producer-id expiry, cleaner,
+checkpoints): the broker calls it every `log.retention.check.interval.ms` or so, from a
+worker thread if it likes (every log has its own lock).
+
+Not implemented: moving partitions between dirs (`-future` dirs are left alone),
+JBOD-style per-dir failure notification to the controller (the broker reads
+`offline_dirs`), `log.cleaner.threads` (the cleaner runs inside `maintenance`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from trafka.log import cleaner
+from trafka.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    TopicPartition,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from trafka.log.config import LogConfig
+from trafka.log.errors import LogDirFailedError, LogError
+from trafka.log.partition_log import PartitionLog, parse_topic_partition
+from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """What one `maintenance` pass did."""
+
+    segments_deleted: int
+    logs_flushed: int
+    logs_cleaned: int
+    producers_expired: int
+
+
+class LogManager:
+    """The node's partition logs across several log dirs."""
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        default_config: LogConfig,
+        now_ms: int,
+        node_id: int | None,
+        cluster_id: str | None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.default_config = default_config
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self._topic_configs = dict(topic_configs or {})
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._lock = threading.RLock()
+        self._now_ms = now_ms
+        self._log_dirs = [Path(d) for d in log_dirs]
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._offline: dict[Path, str] = {}
+        self._lock_fds: dict[Path, int] = {}
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._tombstone_horizons: dict[TopicPartition, int] = {}
+        self._closed = False
+        for log_dir in self._log_dirs:
+            try:
+                self._load_dir(log_dir, now_ms)
+            except (OSError, LogError, ValueError) as error:
+                self._take_offline(log_dir, str(error))
+        if not self.online_dirs:
+            raise LogDirFailedError(f"no usable log dir: {self._offline}")
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_dir(log_dir)
+        self._check_meta_properties(log_dir, now_ms)
+        clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = clean_marker.exists()
+        recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT)
+        log_start_offsets = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = _read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        cleaner_offsets = _read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            try:
+                topic, partition = parse_topic_partition(child)
+            except ValueError:
+                logger.warning("%s: not a partition directory, ignored", child)
+                continue
+            key = (topic, partition)
+            if key in self._logs:
+                logger.error("%s: duplicate of %s, ignored", child, self._dir_of[key])
+                continue
+            log = PartitionLog.open(
+                child,
+                self.config_for(topic),
+                now_ms=now_ms,
+                recovery_point=recovery_points.get(key),
+                log_start_offset=log_start_offsets.get(key),
+                had_clean_shutdown=had_clean_shutdown,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )
+            if key in high_watermarks:
+                log.update_high_watermark(high_watermarks[key])
+            if key in cleaner_offsets:
+                self._cleaner_offsets[key] = cleaner_offsets[key]
+            self._logs[key] = log
+            self._dir_of[key] = log_dir
+        clean_marker.unlink(missing_ok=True)
+
+    def _lock_dir(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirFailedError(f"{log_dir} is locked by another process") from None
+        self._lock_fds[log_dir] = fd
+
+    def _check_meta_properties(self, log_dir: Path, now_ms: int) -> None:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            properties = read_meta_properties(path)
+            if properties.get("version") not in ("0", "1"):
+                raise LogDirFailedError(f"{path}: unsupported version {properties.get('version')}")
+            stored_node = properties.get("node.id", properties.get("broker.id"))
+            if (
+                self.node_id is not None
+                and stored_node is not None
+                and stored_node != str(self.node_id)
+            ):
+                raise LogDirFailedError(
+                    f"{path}: node.id {stored_node}, this node is {self.node_id}"
+                )
+            stored_cluster = properties.get("cluster.id")
+            if self.cluster_id is not None and stored_cluster not in (None, self.cluster_id):
+                raise LogDirFailedError(
+                    f"{path}: cluster.id {stored_cluster}, this cluster is {self.cluster_id}"
+                )
+            return
+        if self.node_id is None and self.cluster_id is None:
+            return
+        properties = {"version": "1", "directory.id": _kafka_uuid()}
+        if self.node_id is not None:
+            properties["node.id"] = str(self.node_id)
+        if self.cluster_id is not None:
+            properties["cluster.id"] = self.cluster_id
+        write_meta_properties(path, properties, now_ms=now_ms)
+
+    # ------------------------------------------------------------------ lookups
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Dynamic topic config: applies to the topic's existing and future logs."""
+        with self._lock:
+            self._topic_configs[topic] = config
+            for (log_topic, _), log in self._logs.items():
+                if log_topic == topic:
+                    log.update_config(config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """The log of `topic`-`partition`, created in the least loaded online dir if new."""
+        with self._lock:
+            key = (topic, partition)
+            existing = self._logs.get(key)
+            if existing is not None:
+                return existing
+            if config is not None:
+                self._topic_configs.setdefault(topic, config)
+            online = self.online_dirs
+            if not online:
+                raise LogDirFailedError("no online log dir")
+            counts = {d: 0 for d in online}
+            for log_dir in self._dir_of.values():
+                if log_dir in counts:
+                    counts[log_dir] += 1
+            target = min(online, key=lambda d: (counts[d], online.index(d)))
+            try:
+                log = PartitionLog.open(
+                    target / f"{topic}-{partition}",
+                    config or self.config_for(topic),
+                    now_ms=self._now_ms if now_ms is None else now_ms,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            except (OSError, LogDirFailedError) as error:
+                self._take_offline(target, str(error))
+                raise LogDirFailedError(f"{target}: {error}") from error
+            self._logs[key] = log
+            self._dir_of[key] = target
+            return log
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Remove a partition: rename to `<dir>.<uuid>-delete`, then delete it (Kafka)."""
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            log_dir = self._dir_of.pop(key, None)
+            self._cleaner_offsets.pop(key, None)
+            self._tombstone_horizons.pop(key, None)
+            if log is None or log_dir is None:
+                return False
+            with log.lock:
+                try:
+                    log.close()
+                except LogDirFailedError:
+                    pass
+                doomed = log.directory.with_name(
+                    f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                )
+                try:
+                    os.replace(log.directory, doomed)
+                    shutil.rmtree(doomed, ignore_errors=True)
+                except OSError as error:
+                    self._take_offline(log_dir, str(error))
+            return True
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._logs)
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self._log_dirs if d not in self._offline]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        """Failed log dirs and why (KAFKA_STORAGE_ERROR for their partitions)."""
+        return dict(self._offline)
+
+    def mark_dir_offline(self, log_dir: Path, reason: str) -> None:
+        """Take a dir offline after the broker saw LogDirFailedError from one of its logs."""
+        with self._lock:
+            self._take_offline(Path(log_dir), reason)
+
+    def _take_offline(self, log_dir: Path, reason: str) -> None:
+        if log_dir in self._offline:
+            return
+        logger.error("log dir %s is offline: %s", log_dir, reason)
+        self._offline[log_dir] = reason
+        for key in [k for k, d in self._dir_of.items() if d == log_dir]:
+            log = self._logs.pop(key)
+            del self._dir_of[key]
+            log._close_abruptly()
+        fd = self._lock_fds.pop(log_dir, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _by_dir(self) -> Iterator[tuple[Path, dict[TopicPartition, PartitionLog]]]:
+        for log_dir in self.online_dirs:
+            yield log_dir, {k: log for k, log in self._logs.items() if self._dir_of[k] == log_dir}
+
+    def _write_checkpoint(
+        self, name: str, offsets_of: Callable[[TopicPartition, PartitionLog], int | None]
+    ) -> None:
+        for log_dir, logs in self._by_dir():
+            offsets: dict[TopicPartition, int] = {}
+            for key, log in logs.items():
+                value = offsets_of(key, log)
+                if value is not None:
+                    offsets[key] = value
+            try:
+                write_offset_checkpoint(log_dir / name, offsets)
+            except OSError as error:
+                self._take_offline(log_dir, f"writing {name}: {error}")
+
+    def checkpoint_high_watermarks(self) -> None:
+        """`replication-offset-checkpoint` (replica.high.watermark.checkpoint.interval.ms)."""
+        with self._lock:
+            self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda _, log: log.high_watermark)
+
+    def checkpoint_recovery_points(self) -> None:
+        """`recovery-point-offset-checkpoint` (Kafka: log.flush.offset.checkpoint.interval.ms)."""
+        with self._lock:
+            self._write_checkpoint(
+                RECOVERY_POINT_OFFSET_CHECKPOINT, lambda _, log: log.recovery_point
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """`log-start-offset-checkpoint`."""
+        with self._lock:
+            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda _, log: log.log_start_offset)
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        with self._lock:
+            self._write_checkpoint(
+                CLEANER_OFFSET_CHECKPOINT, lambda key, _: self._cleaner_offsets.get(key)
+            )
+
+    def write_checkpoints(self) -> None:
+        self.checkpoint_high_watermarks()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_cleaner_offsets()
+
+    # ------------------------------------------------------------------ periodic work
+
+    def maintenance(self, now_ms: int) -> MaintenanceReport:
+        """Retention, flush.ms, producer-id expiry, compaction and checkpoints, once."""
+        self._now_ms = now_ms
+        deleted = flushed = cleaned = expired = 0
+        for key, log in list(self._logs.items()):
+            try:
+                deleted += log.apply_retention(now_ms)
+                flushed += log.flush_if_due(now_ms)
+                expired += log.remove_expired_producers(now_ms)
+                if log.config.compact and self._compact(key, log, now_ms):
+                    cleaned += 1
+            except (LogDirFailedError, OSError) as error:
+                log_dir = self._dir_of.get(key)
+                if log_dir is not None:
+                    self.mark_dir_offline(log_dir, str(error))
+        self.write_checkpoints()
+        return MaintenanceReport(deleted, flushed, cleaned, expired)
+
+    def _compact(self, key: TopicPartition, log: PartitionLog, now_ms: int) -> bool:
+        horizon = self._tombstone_horizons.get(key)
+        force = horizon is not None and now_ms >= horizon
+        result = cleaner.clean_log(
+            log, now_ms=now_ms, first_dirty_offset=self._cleaner_offsets.get(key, 0), force=force
+        )
+        if result is None:
+            return False
+        self._cleaner_offsets[key] = result.first_dirty_offset
+        if result.next_tombstone_horizon_ms is not None:
+            self._tombstone_horizons[key] = result.next_tombstone_horizon_ms
+        else:
+            self._tombstone_horizons.pop(key, None)
+        return True
+
+    def close(self) -> None:
+        """Close every log, write checkpoints and the clean-shutdown marker, unlock dirs."""
+        with self._lock:
+            if self._closed:
+                return
+            for key, log in list(self._logs.items()):
+                try:
+                    log.close()
+                except LogDirFailedError as error:
+                    self._take_offline(self._dir_of[key], str(error))
+            self.write_checkpoints()
+            for log_dir in self.online_dirs:
+                try:
+                    (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                except OSError as error:
+                    self._take_offline(log_dir, str(error))
+            for fd in self._lock_fds.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._lock_fds.clear()
+            self._closed = True
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return read_offset_checkpoint(path)
+    except CheckpointError as error:
+        logger.warning("%s: %s; ignoring it", path, error)
+        return {}
+
+
+def _kafka_uuid() -> str:
+    """A random Kafka `Uuid` as Kafka prints it: URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
