@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafka.metadata_quorum import znodes
 from trafka.node.controller.effects import (
     CheckVersion,
     ControllerStep,
@@ -29,17 +30,15 @@ from trafka.node.controller.payloads import (
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     BrokerInfo,
-    PartitionListData,
-    PartitionStateData,
-    ReassignmentPlanData,
-    TopicAssignmentData,
     TreeSnapshot,
     Versioned,
     delete_topic_path,
     partition_state_path,
+    reassignment_plan,
+    to_znode_partitions,
     topic_path,
 )
-from trafka.node.replication.ids import BrokerId, ControllerEpoch, TopicPartition, ZkVersion
+from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
 
 
 class MultiFailed(Exception):
@@ -134,19 +133,19 @@ class FakeTree:
     def brokers(self) -> tuple[BrokerInfo, ...]:
         return tuple(self.get(f"{BROKER_IDS_PATH}/{c}") for c in self.children(BROKER_IDS_PATH))
 
-    def topics(self) -> dict[str, Versioned[TopicAssignmentData]]:
+    def topics(self) -> dict[str, Versioned[znodes.TopicAssignment]]:
         return {
             t: Versioned(self.get(topic_path(t)), ZkVersion(self.version(topic_path(t))))
             for t in self.children(TOPICS_PATH)
         }
 
-    def partition_state(self, tp: TopicPartition) -> Versioned[PartitionStateData] | None:
+    def partition_state(self, tp: TopicPartition) -> Versioned[znodes.PartitionState] | None:
         path = partition_state_path(tp)
         if path not in self.nodes:
             return None
         return Versioned(self.get(path), ZkVersion(self.version(path)))
 
-    def reassignment(self) -> Versioned[ReassignmentPlanData] | None:
+    def reassignment(self) -> Versioned[znodes.ReassignPartitions] | None:
         if REASSIGN_PARTITIONS_PATH not in self.nodes:
             return None
         return Versioned(
@@ -168,8 +167,7 @@ class FakeTree:
         )
         return TreeSnapshot(
             controller_epoch=Versioned(
-                ControllerEpoch(self.get(CONTROLLER_EPOCH_PATH)),
-                ZkVersion(self.version(CONTROLLER_EPOCH_PATH)),
+                self.get(CONTROLLER_EPOCH_PATH), ZkVersion(self.version(CONTROLLER_EPOCH_PATH))
             ),
             brokers=self.brokers(),
             topics=self.topics(),
@@ -183,7 +181,7 @@ class FakeTree:
 
 def new_tree(*brokers: int, racks: dict[int, str] | None = None) -> FakeTree:
     tree = FakeTree()
-    tree.create(CONTROLLER_EPOCH_PATH, ControllerEpoch(0))
+    tree.create(CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0))
     for broker in brokers:
         register(tree, broker, racks)
     return tree
@@ -207,7 +205,7 @@ def unregister(tree: FakeTree, broker: int) -> None:
 
 
 def create_topic(tree: FakeTree, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
-    data = TopicAssignmentData({p: tuple(BrokerId(b) for b in rs) for p, rs in assignment.items()})
+    data = znodes.TopicAssignment({p: tuple(rs) for p, rs in assignment.items()})
     tree.create(topic_path(topic), data)
 
 
@@ -216,7 +214,7 @@ def request_deletion(tree: FakeTree, topic: str) -> None:
 
 
 def write_plan(tree: FakeTree, plan: dict[TopicPartition, tuple[int, ...]]) -> None:
-    data = ReassignmentPlanData({tp: tuple(BrokerId(b) for b in rs) for tp, rs in plan.items()})
+    data = reassignment_plan({tp: tuple(BrokerId(b) for b in rs) for tp, rs in plan.items()})
     if tree.exists(REASSIGN_PARTITIONS_PATH):
         tree.set(REASSIGN_PARTITIONS_PATH, data, -1)
     else:
@@ -224,7 +222,9 @@ def write_plan(tree: FakeTree, plan: dict[TopicPartition, tuple[int, ...]]) -> N
 
 
 def write_preferred(tree: FakeTree, tps: tuple[TopicPartition, ...]) -> None:
-    tree.create(PREFERRED_REPLICA_ELECTION_PATH, PartitionListData(tps))
+    tree.create(
+        PREFERRED_REPLICA_ELECTION_PATH, znodes.PreferredReplicaElection(to_znode_partitions(tps))
+    )
 
 
 @dataclass
@@ -254,7 +254,7 @@ class Driver:
             step = self.controller.handle(WritesFailed(self.tree.snapshot()))
         raise AssertionError("controller could not commit its writes")
 
-    def state(self, tp: TopicPartition) -> PartitionStateData:
+    def state(self, tp: TopicPartition) -> znodes.PartitionState:
         versioned = self.tree.partition_state(tp)
         assert versioned is not None
         return versioned.data
@@ -268,13 +268,14 @@ def leader_changes_isr(tree: FakeTree, tp: TopicPartition, isr: tuple[int, ...])
 
     current = tree.partition_state(tp)
     assert current is not None
-    data = PartitionStateData(
-        current.data.leader, current.data.leader_epoch, tuple(BrokerId(b) for b in isr),
-        current.data.controller_epoch,
-    )  # fmt: skip
+    data = znodes.PartitionState(
+        current.data.leader, current.data.leader_epoch, tuple(isr), current.data.controller_epoch
+    )
     tree.set(partition_state_path(tp), data, current.version)
     child = tree.create_sequential(
-        ISR_CHANGE_NOTIFICATION_PATH, "isr_change_", PartitionListData((tp,))
+        ISR_CHANGE_NOTIFICATION_PATH,
+        "isr_change_",
+        znodes.IsrChangeNotification(to_znode_partitions((tp,))),
     )
     state = tree.partition_state(tp)
     assert state is not None

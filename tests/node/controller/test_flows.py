@@ -75,7 +75,7 @@ def requests_of(step: object, kind: type) -> dict[int, list[object]]:
 def test_failover_increments_epoch_and_fences_later_writes() -> None:
     tree = new_tree(1, 2, 3)
     driver = Driver.elect(tree, 1)
-    assert tree.get(CONTROLLER_EPOCH_PATH) == 1 and driver.controller.epoch == 1
+    assert tree.get(CONTROLLER_EPOCH_PATH).epoch == 1 and driver.controller.epoch == 1
     assert driver.steps[0].timers[0].kind is TimerKind.AUTO_LEADER_REBALANCE
     create_topic(tree, "t", {0: (1, 2, 3)})
     step = driver.run(TopicChange(tree.topics()))
@@ -152,6 +152,8 @@ def test_reassignment_follows_the_seeds_table() -> None:
     step = driver.run(PartitionReassignment(tree.reassignment()))
     # step 2 of the table: AR {1,2,3,4,5,6}, leader/ISR 1/{1,2,3}, epoch bumped.
     assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 3, 4, 5, 6)
+    assert tree.get(topic_path("t")).adding_replicas == {0: (4, 5, 6)}  # KIP-455 fields
+    assert tree.get(topic_path("t")).removing_replicas == {0: (1, 2, 3)}
     assert driver.state(T0).leader == 1 and driver.state(T0).isr == ids(1, 2, 3)
     assert driver.state(T0).leader_epoch == 1
     assert sorted(requests_of(step, LeaderAndIsrRequest)) == [1, 2, 3, 4, 5, 6]
@@ -173,6 +175,7 @@ def test_reassignment_follows_the_seeds_table() -> None:
         i for i, p in enumerate(paths) if p == partition_state_path(T0)
     )
     assert tree.get(topic_path("t")).partitions[0] == ids(4, 5, 6)
+    assert tree.get(topic_path("t")).adding_replicas == {}
     assert driver.state(T0).leader == 4 and driver.state(T0).isr == ids(4, 5, 6)
     assert not tree.exists(REASSIGN_PARTITIONS_PATH)
     stops = requests_of(final, StopReplicaRequest)
@@ -322,9 +325,9 @@ def test_partition_modifications_create_new_partitions() -> None:
     driver = started((1, 2), {0: (1, 2)})
     tree = driver.tree
     data = tree.get(topic_path("t"))
-    from trafka.node.controller.payloads import TopicAssignmentData
+    from trafka.metadata_quorum import znodes
 
-    tree.set(topic_path("t"), TopicAssignmentData({**data.partitions, 1: ids(2, 1)}), -1)
+    tree.set(topic_path("t"), znodes.TopicAssignment({**data.partitions, 1: (2, 1)}), -1)
     versioned = tree.topics()["t"]
     driver.run(PartitionModifications("t", versioned))
     assert driver.state(T1).leader == 2

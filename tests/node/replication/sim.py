@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.node.controller.harness import FakeTree, create_topic, new_tree, register, unregister
 from tests.node.replication.epochs import Epochs
+from trafka.metadata_quorum import znodes
 from trafka.node.controller.effects import (
     ControllerStep,
     LeaderAndIsrPartitionState,
@@ -41,9 +42,8 @@ from trafka.node.controller.events import (
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import (
     ISR_CHANGE_NOTIFICATION_PATH,
-    PartitionListData,
-    PartitionStateData,
     partition_state_path,
+    to_znode_partitions,
 )
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, Offset, TopicPartition, ZkVersion
 from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
@@ -317,14 +317,16 @@ class SimCluster:
         version = ZkVersion(-1)
         child = None
         if ok:
-            data = PartitionStateData(
+            data = znodes.PartitionState(
                 write.leader, write.leader_epoch, write.isr, write.controller_epoch
             )
             version = ZkVersion(
                 self.tree.set(partition_state_path(tp), data, write.expected_zk_version)
             )
             child = self.tree.create_sequential(
-                ISR_CHANGE_NOTIFICATION_PATH, "isr_change_", PartitionListData((tp,))
+                ISR_CHANGE_NOTIFICATION_PATH,
+                "isr_change_",
+                znodes.IsrChangeNotification(to_znode_partitions((tp,))),
             )
         leader = broker.leaders[tp]
         leader.on_isr_write_result(ok, version, self.now_ms)

@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from trafka.node.controller.payloads import BrokerInfo, PartitionStateData, TreeSnapshot
+from trafka.metadata_quorum import znodes
+from trafka.node.controller.payloads import (
+    BrokerInfo,
+    TreeSnapshot,
+    partition_state,
+    reassignment_targets,
+)
 from trafka.node.controller.states import PartitionState, ReplicaState, transition_to
 from trafka.node.replication.ids import (
     INITIAL_CONTROLLER_EPOCH,
@@ -40,9 +46,19 @@ class LeaderIsr:
     controller_epoch: ControllerEpoch
     zk_version: ZkVersion
 
-    def data(self) -> PartitionStateData:
+    def data(self) -> znodes.PartitionState:
         """The znode payload (without the version)."""
-        return PartitionStateData(self.leader, self.leader_epoch, self.isr, self.controller_epoch)
+        return partition_state(self.leader, self.leader_epoch, self.isr, self.controller_epoch)
+
+    @classmethod
+    def from_znode(cls, state: znodes.PartitionState, version: int) -> LeaderIsr:
+        return cls(
+            leader=BrokerId(state.leader),
+            leader_epoch=LeaderEpoch(state.leader_epoch),
+            isr=tuple(BrokerId(r) for r in state.isr),
+            controller_epoch=ControllerEpoch(state.controller_epoch),
+            zk_version=ZkVersion(version),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,7 @@ class ControllerContext:
     shutting_down_brokers: set[BrokerId] = field(default_factory=set)
     assignments: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
     topic_zk_versions: dict[str, ZkVersion] = field(default_factory=dict)
+    topic_ids: dict[str, str | None] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(
         default_factory=dict
@@ -146,6 +163,7 @@ class ControllerContext:
         for key in [key for key in self.replica_states if key[0].topic == topic]:
             del self.replica_states[key]
         self.topic_zk_versions.pop(topic, None)
+        self.topic_ids.pop(topic, None)
         self.topics_to_be_deleted.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)
 
@@ -165,27 +183,24 @@ class ControllerContext:
         """
         context = cls(
             controller_id=controller_id,
-            controller_epoch=snapshot.controller_epoch.data,
+            controller_epoch=ControllerEpoch(snapshot.controller_epoch.data.epoch),
             controller_epoch_zk_version=snapshot.controller_epoch.version,
         )
         for broker in snapshot.brokers:
             context.live_brokers[broker.broker_id] = broker
         for topic, versioned in snapshot.topics.items():
             context.topic_zk_versions[topic] = versioned.version
+            context.topic_ids[topic] = versioned.data.topic_id
             for partition, replicas in versioned.data.partitions.items():
-                context.assignments[TopicPartition(topic, partition)] = tuple(replicas)
+                context.assignments[TopicPartition(topic, partition)] = tuple(
+                    BrokerId(r) for r in replicas
+                )
         for tp, state in snapshot.partition_states.items():
             if tp in context.assignments:
-                context.leadership[tp] = LeaderIsr(
-                    leader=state.data.leader,
-                    leader_epoch=state.data.leader_epoch,
-                    isr=tuple(state.data.isr),
-                    controller_epoch=state.data.controller_epoch,
-                    zk_version=state.version,
-                )
+                context.leadership[tp] = LeaderIsr.from_znode(state.data, state.version)
         if snapshot.reassignment is not None:
             context.reassignment_zk_version = snapshot.reassignment.version
-            for tp, target in snapshot.reassignment.data.partitions.items():
+            for tp, target in reassignment_targets(snapshot.reassignment.data).items():
                 current = context.assignments.get(tp)
                 if current is not None:
                     context.partitions_being_reassigned[tp] = ReassignmentContext(

@@ -25,13 +25,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node.controller.payloads import (
-    BrokerInfo,
-    PartitionListData,
-    PartitionStateData,
-    ReassignmentPlanData,
-    TopicAssignmentData,
-)
+from trafka.metadata_quorum import znodes
+from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.controller.selectors import ElectionFailureReason
 from trafka.node.replication.ids import (
     BrokerId,
@@ -42,13 +37,13 @@ from trafka.node.replication.ids import (
 )
 
 ZnodeData = (
-    PartitionStateData
-    | TopicAssignmentData
-    | ReassignmentPlanData
-    | PartitionListData
-    | ControllerEpoch
+    znodes.PartitionState
+    | znodes.TopicAssignment
+    | znodes.ReassignPartitions
+    | znodes.ControllerEpoch
     | None
 )
+"""Payloads the controller writes, as `trafka.metadata_quorum.znodes` codecs (None = empty)."""
 
 # -- (a) znode operations -----------------------------------------------------------------
 

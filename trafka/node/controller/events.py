@@ -29,14 +29,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node.controller.payloads import (
-    BrokerInfo,
-    PartitionStateData,
-    ReassignmentPlanData,
-    TopicAssignmentData,
-    TreeSnapshot,
-    Versioned,
-)
+from trafka.metadata_quorum import znodes
+from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
 from trafka.node.replication.ids import BrokerId, TopicPartition
 
 
@@ -64,7 +58,7 @@ class BrokerChange:
 class TopicChange:
     """The current topics under `/brokers/topics` with their assignments."""
 
-    topics: Mapping[str, Versioned[TopicAssignmentData]]
+    topics: Mapping[str, Versioned[znodes.TopicAssignment]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +66,7 @@ class PartitionModifications:
     """`/brokers/topics/<topic>` changed (partitions added, CTL-26)."""
 
     topic: str
-    assignment: Versioned[TopicAssignmentData]
+    assignment: Versioned[znodes.TopicAssignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +80,7 @@ class TopicDeletion:
 class PartitionReassignment:
     """The current `/admin/reassign_partitions` (None when absent)."""
 
-    plan: Versioned[ReassignmentPlanData] | None
+    plan: Versioned[znodes.ReassignPartitions] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +100,7 @@ class IsrChangeNotification:
     """Children of `/isr_change_notification` and the fresh states of their partitions."""
 
     children: tuple[str, ...]
-    states: Mapping[TopicPartition, Versioned[PartitionStateData]]
+    states: Mapping[TopicPartition, Versioned[znodes.PartitionState]]
 
 
 @dataclass(frozen=True, slots=True)

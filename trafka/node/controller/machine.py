@@ -43,6 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.metadata_quorum import znodes
 from trafka.node.controller.context import ControllerContext, LeaderIsr, ReassignmentContext
 from trafka.node.controller.effects import (
     CheckVersion,
@@ -83,12 +84,13 @@ from trafka.node.controller.payloads import (
     CONTROLLER_EPOCH_PATH,
     PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
-    ReassignmentPlanData,
-    TopicAssignmentData,
     TreeSnapshot,
     delete_topic_path,
+    from_znode_partitions,
     isr_change_notification_path,
     partition_state_path,
+    reassignment_plan,
+    reassignment_targets,
     topic_config_path,
     topic_path,
 )
@@ -229,14 +231,12 @@ class Controller:
         """onControllerFailover (CTL-44). Steps 2-6 (watches) are the shell's."""
         context = ControllerContext.from_snapshot(self.broker_id, snapshot)
         if increment_epoch:  # step 1
-            old_epoch, old_version = (
-                snapshot.controller_epoch.data,
-                snapshot.controller_epoch.version,
-            )
+            old_epoch = snapshot.controller_epoch.data.epoch
+            old_version = snapshot.controller_epoch.version
             context.controller_epoch = ControllerEpoch(old_epoch + 1)
             context.controller_epoch_zk_version = ZkVersion(old_version + 1)
             self._step.epoch_write = SetNode(
-                CONTROLLER_EPOCH_PATH, context.controller_epoch, old_version
+                CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(old_epoch + 1), old_version
             )
         self.context = context
         self._initialize_states(context)  # step 8
@@ -250,7 +250,8 @@ class Controller:
         self._trigger_online_partition_state_change(context)
         self._resume_reassignments(context, list(context.partitions_being_reassigned))
         if snapshot.preferred_election is not None:
-            self._preferred_election(context, snapshot.preferred_election.partitions, True)
+            partitions = from_znode_partitions(snapshot.preferred_election.partitions)
+            self._preferred_election(context, partitions, True)
         self._init_deletions(context)  # step 12
         for child in snapshot.isr_change_notifications:
             self._step.writes.append(
@@ -285,7 +286,7 @@ class Controller:
         if context is None:
             return False
         if (
-            snapshot.controller_epoch.data != context.controller_epoch
+            snapshot.controller_epoch.data.epoch != context.controller_epoch
             or snapshot.controller_epoch.version != context.controller_epoch_zk_version
         ):
             self.context = None
@@ -334,10 +335,22 @@ class Controller:
     def _write_topic_assignment(self, context: ControllerContext, topic: str) -> None:
         """Write `/brokers/topics/<topic>` from the context's assignment (CTL-33 steps 1, 10)."""
         partitions = {tp.partition: context.assignments[tp] for tp in context.partitions_of(topic)}
-        version = context.topic_zk_versions.get(topic, NO_VERSION)
-        self._step.writes.append(
-            SetNode(topic_path(topic), TopicAssignmentData(partitions), version)
+        adding, removing = {}, {}
+        for tp, reassignment in context.partitions_being_reassigned.items():
+            if tp.topic == topic and context.assignments[tp] != reassignment.target_replicas:
+                current, target = context.assignments[tp], reassignment.target_replicas
+                adding[tp.partition] = tuple(
+                    r for r in target if r not in reassignment.original_replicas
+                )
+                removing[tp.partition] = tuple(r for r in current if r not in target)
+        data = znodes.TopicAssignment(
+            partitions={p: tuple(int(r) for r in rs) for p, rs in partitions.items()},
+            topic_id=context.topic_ids.get(topic),
+            adding_replicas={p: tuple(int(r) for r in rs) for p, rs in adding.items() if rs},
+            removing_replicas={p: tuple(int(r) for r in rs) for p, rs in removing.items() if rs},
         )
+        version = context.topic_zk_versions.get(topic, NO_VERSION)
+        self._step.writes.append(SetNode(topic_path(topic), data, version))
         context.topic_zk_versions[topic] = ZkVersion(version + 1)
 
     # -- the partition state machine (CTL-13..16) -----------------------------------------
@@ -565,15 +578,16 @@ class Controller:
         self,
         context: ControllerContext,
         topic: str,
-        assignment: TopicAssignmentData,
+        assignment: znodes.TopicAssignment,
         version: ZkVersion,
     ) -> None:
         context.topic_zk_versions[topic] = version
+        context.topic_ids[topic] = assignment.topic_id
         new = []
         for partition, replicas in sorted(assignment.partitions.items()):
             tp = TopicPartition(topic, partition)
             if tp not in context.assignments:
-                context.assignments[tp] = tuple(replicas)
+                context.assignments[tp] = tuple(BrokerId(r) for r in replicas)
                 new.append(tp)
         self._on_new_partition_creation(context, new)
 
@@ -703,7 +717,7 @@ class Controller:
             return
         context.reassignment_zk_version = event.plan.version
         started, rejected = [], False
-        for tp, target in sorted(event.plan.data.partitions.items()):
+        for tp, target in sorted(reassignment_targets(event.plan.data).items()):
             existing = context.partitions_being_reassigned.get(tp)
             if existing is not None and existing.target_replicas == tuple(target):
                 continue
@@ -805,7 +819,7 @@ class Controller:
         if remaining:
             version = context.reassignment_zk_version
             self._step.writes.append(
-                SetNode(REASSIGN_PARTITIONS_PATH, ReassignmentPlanData(remaining), version)
+                SetNode(REASSIGN_PARTITIONS_PATH, reassignment_plan(remaining), version)
             )
             context.reassignment_zk_version = ZkVersion(version + 1)
         else:
@@ -821,11 +835,7 @@ class Controller:
                 continue
             old = context.leadership.get(tp)
             if old is None or versioned.version > old.zk_version:
-                data = versioned.data
-                context.leadership[tp] = LeaderIsr(
-                    data.leader, data.leader_epoch, tuple(data.isr), data.controller_epoch,
-                    versioned.version,
-                )  # fmt: skip
+                context.leadership[tp] = LeaderIsr.from_znode(versioned.data, versioned.version)
                 changed.append(tp)
         self._step.batch.add_update_metadata(changed)
         for child in event.children:

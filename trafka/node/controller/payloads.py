@@ -1,106 +1,51 @@
-"""Znode paths and payloads the controller reads and writes, as plain frozen dataclasses.
+"""Znode paths and payloads as the controller sees them.
 
-Kafka's JSON layouts (SEEDS EXT-07) and their paths (ZK-06)::
-
-    /controller_epoch                                  an integer (here: its version fences)
-    /brokers/ids/<id>                                  registration (ephemeral)
-    /brokers/topics/<t>                                {"version":1,"partitions":{"0":[1,2,3]}}
-    /brokers/topics/<t>/partitions/<p>/state           {"controller_epoch":c,"leader":l,
-                                                        "version":1,"leader_epoch":e,"isr":[..]}
-    /admin/reassign_partitions                         {"version":1,"partitions":[{"topic":"t",
-                                                        "partition":0,"replicas":[4,5,6]}]}
-    /admin/preferred_replica_election                  {"version":1,"partitions":[{"topic":"t",
-                                                        "partition":0}]}
-    /admin/delete_topics/<t>                           persistent, empty
-    /isr_change_notification/isr_change_<10 digits>    {"version":1,"partitions":[{"topic":"t",
-                                                        "partition":0}]}
-    /config/topics/<t>                                 {"version":1,"config":{...}}
-
-Not yet wired: the typed JSON codecs live in `trafka.metadata_quorum.znodes` (being written
-by another engineer). The shell maps these dataclasses onto them; once that module lands
-the controller will use its types directly and this module shrinks to the path helpers.
+The payload types are `trafka.metadata_quorum.znodes`' typed codecs (Kafka's JSON layouts,
+EXT-07): `PartitionState`, `TopicAssignment`, `ReassignPartitions`,
+`PreferredReplicaElection`, `IsrChangeNotification`, `ControllerEpoch`. This module adds
+what the controller needs on top: path helpers taking our ordered `TopicPartition`,
+`Versioned` (data + znode version, for conditional writes, KR-05), `BrokerInfo` (a
+registration plus its broker epoch) and `TreeSnapshot` (what the controller reads at
+failover), and conversions between the codecs' `znodes.TopicPartition` and ours.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from trafka.node.replication.ids import (
-    BrokerId,
-    ControllerEpoch,
-    LeaderEpoch,
-    TopicPartition,
-    ZkVersion,
-)
+from trafka.metadata_quorum import znodes
+from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
 
-CONTROLLER_PATH = "/controller"
-CONTROLLER_EPOCH_PATH = "/controller_epoch"
-BROKER_IDS_PATH = "/brokers/ids"
-TOPICS_PATH = "/brokers/topics"
-REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
-DELETE_TOPICS_PATH = "/admin/delete_topics"
-ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
-ISR_CHANGE_NOTIFICATION_PREFIX = "isr_change_"
-CONFIG_TOPICS_PATH = "/config/topics"
+CONTROLLER_PATH = znodes.CONTROLLER
+CONTROLLER_EPOCH_PATH = znodes.CONTROLLER_EPOCH
+BROKER_IDS_PATH = znodes.BROKER_IDS
+TOPICS_PATH = znodes.BROKER_TOPICS
+REASSIGN_PARTITIONS_PATH = znodes.REASSIGN_PARTITIONS
+PREFERRED_REPLICA_ELECTION_PATH = znodes.PREFERRED_REPLICA_ELECTION
+DELETE_TOPICS_PATH = znodes.DELETE_TOPICS
+ISR_CHANGE_NOTIFICATION_PATH = znodes.ISR_CHANGE_NOTIFICATION
+ISR_CHANGE_NOTIFICATION_PREFIX = znodes.ISR_CHANGE_PREFIX
+CONFIG_TOPICS_PATH = znodes.CONFIG_TOPICS
 
 
-def topic_path(topic: str) -> str:
-    """`/brokers/topics/<topic>`: the topic's partition -> replicas assignment."""
-    return f"{TOPICS_PATH}/{topic}"
+topic_path = znodes.topic_path
+"""`/brokers/topics/<topic>`: the topic's partition -> replicas assignment."""
+delete_topic_path = znodes.delete_topic_path
+"""`/admin/delete_topics/<topic>`: a deletion request (persistent, D10)."""
+topic_config_path = znodes.topic_config_path
+"""`/config/topics/<topic>`: per-topic configuration, removed by deletion."""
 
 
 def partition_state_path(tp: TopicPartition) -> str:
     """`/brokers/topics/<t>/partitions/<p>/state`: leader, ISR and epochs."""
-    return f"{TOPICS_PATH}/{tp.topic}/partitions/{tp.partition}/state"
-
-
-def delete_topic_path(topic: str) -> str:
-    """`/admin/delete_topics/<topic>`: a deletion request (persistent, D10)."""
-    return f"{DELETE_TOPICS_PATH}/{topic}"
-
-
-def topic_config_path(topic: str) -> str:
-    """`/config/topics/<topic>`: per-topic configuration, removed by deletion."""
-    return f"{CONFIG_TOPICS_PATH}/{topic}"
+    return znodes.partition_state_path(tp.topic, tp.partition)
 
 
 def isr_change_notification_path(child: str) -> str:
     """A child of `/isr_change_notification` (as named by the sequential create)."""
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionStateData:
-    """Data of `.../partitions/<p>/state` (Kafka's LeaderIsrAndControllerEpoch)."""
-
-    leader: BrokerId
-    leader_epoch: LeaderEpoch
-    isr: tuple[BrokerId, ...]
-    controller_epoch: ControllerEpoch
-
-
-@dataclass(frozen=True, slots=True)
-class TopicAssignmentData:
-    """Data of `/brokers/topics/<t>`: partition id -> assigned replicas (AR), in order."""
-
-    partitions: Mapping[int, tuple[BrokerId, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class ReassignmentPlanData:
-    """Data of `/admin/reassign_partitions`: partition -> target replicas (RAR)."""
-
-    partitions: Mapping[TopicPartition, tuple[BrokerId, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionListData:
-    """Data of `/admin/preferred_replica_election` and `/isr_change_notification/*`."""
-
-    partitions: tuple[TopicPartition, ...]
 
 
 T = TypeVar("T")
@@ -127,6 +72,18 @@ class BrokerInfo:
     rack: str | None = None
     endpoints: tuple[str, ...] = ()
 
+    @classmethod
+    def from_registration(
+        cls, registration: znodes.BrokerRegistration, broker_epoch: int
+    ) -> BrokerInfo:
+        """From `/brokers/ids/<id>`'s payload and the node's czxid."""
+        return cls(
+            broker_id=BrokerId(registration.broker_id),
+            broker_epoch=broker_epoch,
+            rack=registration.rack,
+            endpoints=tuple(e.connection_string() for e in registration.endpoints),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TreeSnapshot:
@@ -136,11 +93,47 @@ class TreeSnapshot:
     result in; the controller never reads the tree itself.
     """
 
-    controller_epoch: Versioned[ControllerEpoch]
+    controller_epoch: Versioned[znodes.ControllerEpoch]
     brokers: tuple[BrokerInfo, ...]
-    topics: Mapping[str, Versioned[TopicAssignmentData]]
-    partition_states: Mapping[TopicPartition, Versioned[PartitionStateData]]
-    reassignment: Versioned[ReassignmentPlanData] | None = None
-    preferred_election: PartitionListData | None = None
+    topics: Mapping[str, Versioned[znodes.TopicAssignment]]
+    partition_states: Mapping[TopicPartition, Versioned[znodes.PartitionState]]
+    reassignment: Versioned[znodes.ReassignPartitions] | None = None
+    preferred_election: znodes.PreferredReplicaElection | None = None
     topics_to_delete: tuple[str, ...] = ()
     isr_change_notifications: tuple[str, ...] = ()
+
+
+def to_znode_partitions(tps: Iterable[TopicPartition]) -> tuple[znodes.TopicPartition, ...]:
+    return tuple(znodes.TopicPartition(tp.topic, tp.partition) for tp in tps)
+
+
+def from_znode_partitions(tps: Iterable[znodes.TopicPartition]) -> tuple[TopicPartition, ...]:
+    return tuple(TopicPartition(tp.topic, tp.partition) for tp in tps)
+
+
+def reassignment_targets(
+    plan: znodes.ReassignPartitions,
+) -> dict[TopicPartition, tuple[BrokerId, ...]]:
+    """`/admin/reassign_partitions` as partition -> RAR."""
+    return {
+        TopicPartition(p.topic, p.partition): tuple(BrokerId(r) for r in p.replicas)
+        for p in plan.partitions
+    }
+
+
+def reassignment_plan(
+    targets: Mapping[TopicPartition, tuple[BrokerId, ...]],
+) -> znodes.ReassignPartitions:
+    """Partition -> RAR as the `/admin/reassign_partitions` payload, in partition order."""
+    return znodes.ReassignPartitions(
+        tuple(
+            znodes.PartitionReassignment(tp.topic, tp.partition, tuple(targets[tp]))
+            for tp in sorted(targets)
+        )
+    )
+
+
+def partition_state(
+    leader: BrokerId, leader_epoch: int, isr: tuple[BrokerId, ...], controller_epoch: int
+) -> znodes.PartitionState:
+    return znodes.PartitionState(leader, leader_epoch, tuple(isr), controller_epoch)
