@@ -13,11 +13,18 @@ Not implemented: cluster-default broker configs (`/config/brokers/<default>`), B
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
+
+
+def _replace_all(
+    configs: dict[str, str | None], _current: dict[str, str | None]
+) -> dict[str, str | None]:
+    return configs
 
 
 @register(api_key=33, name="AlterConfigs", min_version=0, max_version=2)
@@ -28,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_code, message = await ctx.broker.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
-            lambda _current, configs=configs: configs,
+            functools.partial(_replace_all, configs),
             validate_only=bool(request.validate_only),
         )
         responses.append(

@@ -11,6 +11,7 @@ Not implemented: BROKER_LOGGER resources, cluster-default broker configs.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -50,6 +51,12 @@ def _apply(
     return result
 
 
+def _apply_changes(
+    changes: list[tuple[str, int, str | None]], current: dict[str, str | None]
+) -> dict[str, str | None]:
+    return _apply(current, changes)
+
+
 @register(api_key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
@@ -58,7 +65,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_code, message = await ctx.broker.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
-            lambda current, changes=changes: _apply(current, changes),
+            functools.partial(_apply_changes, changes),
             validate_only=bool(request.validate_only),
         )
         responses.append(
