@@ -1,0 +1,146 @@
+"""LogManager: several log dirs, placement, checkpoints, clean shutdown, deletion, offline dirs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from trafka.log.checkpoint import read_meta_properties, read_offset_checkpoint
+from trafka.log.config import LogConfig
+from trafka.log.errors import LogDirFailedError
+from trafka.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from trafka.log.records import NewRecord, build_batch
+
+NOW = 1_700_000_000_000
+
+
+def manager(dirs: list[Path], **kwargs: object) -> LogManager:
+    options: dict[str, object] = {"node_id": 1, "cluster_id": "c1", "default_config": LogConfig()}
+    options.update(kwargs)
+    return LogManager(dirs, now_ms=NOW, **options)  # type: ignore[arg-type]
+
+
+def append(manager_: LogManager, topic: str, partition: int, count: int = 1) -> None:
+    log = manager_.get_or_create(topic, partition)
+    for _ in range(count):
+        log.append_as_leader(build_batch([NewRecord(b"v")]), leader_epoch=0, now_ms=NOW)
+
+
+def test_places_partitions_in_the_least_loaded_dir_and_reloads(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = manager(dirs)
+    for partition in range(4):
+        append(logs, "orders", partition, count=partition + 1)
+    placed = [logs.dir_of("orders", p) for p in range(4)]
+    assert placed.count(dirs[0]) == 2 and placed.count(dirs[1]) == 2
+    logs.get_or_create("orders", 0).update_high_watermark(1)
+    logs.close()
+    for log_dir in dirs:
+        assert (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        meta = read_meta_properties(log_dir / "meta.properties")
+        assert (meta["version"], meta["node.id"], meta["cluster.id"]) == ("1", "1", "c1")
+        assert "directory.id" in meta
+    assert read_offset_checkpoint(dirs[0] / "replication-offset-checkpoint")[("orders", 0)] == 1
+    recovery_points = {}
+    for log_dir in dirs:
+        recovery_points.update(read_offset_checkpoint(log_dir / "recovery-point-offset-checkpoint"))
+    assert recovery_points == {("orders", p): p + 1 for p in range(4)}
+    again = manager(dirs)
+    assert again.partitions() == [("orders", p) for p in range(4)]
+    assert [again.get("orders", p).log_end_offset for p in range(4)] == [1, 2, 3, 4]  # type: ignore[union-attr]
+    assert again.get("orders", 0).high_watermark == 1  # type: ignore[union-attr]
+    assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+    again.close()
+
+
+def test_delete_renames_then_removes(tmp_path: Path) -> None:
+    logs = manager([tmp_path / "a"])
+    append(logs, "gone", 0)
+    assert logs.delete("gone", 0)
+    assert logs.get("gone", 0) is None
+    assert list((tmp_path / "a").glob("gone-0*")) == []
+    # an interrupted deletion is finished on the next start
+    (tmp_path / "a" / "gone-1.0123abcd-delete").mkdir()
+    logs.close()
+    again = manager([tmp_path / "a"])
+    assert again.partitions() == []
+    assert list((tmp_path / "a").glob("gone-1*")) == []
+    again.close()
+
+
+def test_a_bad_dir_is_reported_offline_not_fatal(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_text("a file, not a directory")
+    good = tmp_path / "good"
+    logs = manager([bad, good])
+    assert list(logs.offline_dirs) == [bad]
+    append(logs, "t", 0)
+    assert logs.dir_of("t", 0) == good
+    logs.close()
+    with pytest.raises(LogDirFailedError):
+        manager([bad])
+
+
+def test_mismatched_cluster_id_takes_the_dir_offline(tmp_path: Path) -> None:
+    logs = manager([tmp_path / "a"])
+    logs.close()
+    other = manager([tmp_path / "a", tmp_path / "b"], cluster_id="c2")
+    assert list(other.offline_dirs) == [tmp_path / "a"]
+    assert "cluster.id" in other.offline_dirs[tmp_path / "a"]
+    other.close()
+
+
+def test_a_locked_dir_cannot_be_used_twice(tmp_path: Path) -> None:
+    first = manager([tmp_path / "a"])
+    with pytest.raises(LogDirFailedError, match="locked"):
+        manager([tmp_path / "a"])
+    first.close()
+
+
+def test_io_failure_marks_the_dir_offline(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = manager(dirs)
+    append(logs, "t", 0)
+    append(logs, "t", 1)
+    failing_dir = logs.dir_of("t", 0)
+    assert failing_dir is not None
+    logs.mark_dir_offline(failing_dir, "disk unplugged")
+    assert logs.get("t", 0) is None and logs.get("t", 1) is not None
+    assert logs.offline_dirs == {failing_dir: "disk unplugged"}
+    logs.close()
+
+
+def test_maintenance_applies_retention_and_writes_checkpoints(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=300, retention_ms=1000)
+    logs = manager([tmp_path / "a"], default_config=config)
+    log = logs.get_or_create("t", 0)
+    for _ in range(10):
+        log.append_as_leader(
+            build_batch([NewRecord(b"x" * 50, timestamp=NOW)]), leader_epoch=0, now_ms=NOW
+        )
+    log.update_high_watermark(log.log_end_offset)
+    report = logs.maintenance(NOW + 1001)
+    assert report.segments_deleted > 0
+    assert log.log_start_offset > 0
+    start = read_offset_checkpoint(tmp_path / "a" / "log-start-offset-checkpoint")
+    assert start == {("t", 0): log.log_start_offset}
+    logs.close()
+
+
+def test_crash_without_clean_shutdown_recovers_from_checkpoints(tmp_path: Path) -> None:
+    logs = manager([tmp_path / "a"])
+    append(logs, "t", 0, count=5)
+    logs.write_checkpoints()
+    log = logs.get("t", 0)
+    assert log is not None
+    segment = log.segments()[-1].path
+    for key in list(logs.logs()):
+        logs.logs()[key]._close_abruptly()  # simulate a crash: no close(), no marker
+    os.close(logs._lock_fds.pop(tmp_path / "a"))
+    with segment.open("ab") as handle:
+        handle.write(b"\x00" * 64)
+    again = manager([tmp_path / "a"])
+    assert again.get("t", 0).log_end_offset == 5  # type: ignore[union-attr]
+    again.close()
