@@ -141,12 +141,12 @@ class FakeTree:
 
     def partition_state(self, tp: TopicPartition) -> Versioned[znodes.PartitionState] | None:
         path = partition_state_path(tp)
-        if path not in self.nodes:
+        if not self.exists(path):
             return None
         return Versioned(self.get(path), ZkVersion(self.version(path)))
 
     def reassignment(self) -> Versioned[znodes.ReassignPartitions] | None:
-        if REASSIGN_PARTITIONS_PATH not in self.nodes:
+        if not self.exists(REASSIGN_PARTITIONS_PATH):
             return None
         return Versioned(
             self.get(REASSIGN_PARTITIONS_PATH), ZkVersion(self.version(REASSIGN_PARTITIONS_PATH))
@@ -162,7 +162,7 @@ class FakeTree:
                     states[tp] = state
         preferred = (
             self.get(PREFERRED_REPLICA_ELECTION_PATH)
-            if PREFERRED_REPLICA_ELECTION_PATH in self.nodes
+            if self.exists(PREFERRED_REPLICA_ELECTION_PATH)
             else None
         )
         return TreeSnapshot(
@@ -180,7 +180,7 @@ class FakeTree:
 
 
 def new_tree(*brokers: int, racks: dict[int, str] | None = None) -> FakeTree:
-    tree = FakeTree()
+    tree = TREE_CLASS()
     tree.create(CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0))
     for broker in brokers:
         register(tree, broker, racks)
@@ -280,3 +280,102 @@ def leader_changes_isr(tree: FakeTree, tp: TopicPartition, isr: tuple[int, ...])
     state = tree.partition_state(tp)
     assert state is not None
     return IsrChangeNotification((child,), {tp: state})
+
+
+class RealTree(FakeTree):
+    """The same interface over the quorum's real `ZNodeTree` (bytes, Kafka's JSON), so the
+    flow tests double as a contract test of the controller's writes against the real
+    multi semantics and codecs (STYLE 7). Writes go through `tree_ops.to_multi_ops`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from trafka.metadata_quorum.tree import ZNodeTree
+
+        self.real = ZNodeTree()
+
+    def _submit(self, op: Any) -> Any:
+        from trafka.metadata_quorum.tree import Entry
+
+        return self.real.apply(Entry("", 0, 0, op)).result
+
+    def exists(self, path: str) -> bool:
+        return self.real.exists(path) is not None
+
+    def children(self, path: str) -> list[str]:
+        return sorted(self.real.children(path)) if self.exists(path) else []
+
+    def version(self, path: str) -> int:
+        return self.real.get(path)[1].version
+
+    def get(self, path: str) -> Any:
+        data, stat = self.real.get(path)
+        return _decode(path, data, stat.czxid)
+
+    def create(self, path: str, data: Any) -> int:
+        if isinstance(data, BrokerInfo):
+            data = _registration(data)
+        if not self.multi((CreateNode(path, data),)):
+            raise MultiFailed(f"create {path}")
+        return self.real.get(path)[1].czxid
+
+    def create_sequential(self, parent: str, prefix: str, data: Any) -> str:
+        from trafka.metadata_quorum.tree import Create
+        from trafka.node.controller.tree_ops import encode
+
+        result = self._submit(Create(f"{parent}/{prefix}", encode(data), sequential=True))
+        return str(result.path).rsplit("/", 1)[1]
+
+    def set(self, path: str, data: Any, expected_version: int) -> int:
+        from trafka.metadata_quorum.tree import SetData, SetDataResult
+        from trafka.node.controller.tree_ops import encode
+
+        result = self._submit(SetData(path, encode(data), expected_version))
+        if not isinstance(result, SetDataResult):
+            raise MultiFailed(f"set {path}: {result}")
+        return result.stat.version
+
+    def delete(self, path: str, recursive: bool = False) -> None:
+        if not self.multi((DeleteNode(path, recursive=recursive),)):
+            raise MultiFailed(f"delete {path}")
+
+    def multi(self, ops: tuple[ZnodeOp, ...]) -> bool:
+        from trafka.metadata_quorum.tree import Multi
+        from trafka.node.controller.tree_ops import to_multi_ops
+
+        result = self._submit(Multi(to_multi_ops(ops, self.real)))
+        return getattr(result, "error_index", 0) == -1
+
+
+def _registration(info: BrokerInfo) -> znodes.BrokerRegistration:
+    host_port = info.endpoints[0].split("://", 1)[1]
+    host, port = host_port.rsplit(":", 1)
+    return znodes.BrokerRegistration(
+        broker_id=int(info.broker_id),
+        endpoints=(znodes.Endpoint("PLAINTEXT", host, int(port)),),
+        timestamp_ms=0,
+        rack=info.rack,
+    )
+
+
+def _decode(path: str, data: bytes, czxid: int) -> Any:
+    if path == CONTROLLER_EPOCH_PATH:
+        return znodes.ControllerEpoch.from_json(data)
+    if path.startswith(BROKER_IDS_PATH + "/"):
+        broker_id = int(path.rsplit("/", 1)[1])
+        registration = znodes.BrokerRegistration.from_json(data, broker_id)
+        return BrokerInfo.from_registration(registration, czxid)
+    if path.startswith(TOPICS_PATH + "/") and path.count("/") == 3:
+        return znodes.TopicAssignment.from_json(data)
+    if path.startswith(TOPICS_PATH + "/") and path.endswith("/state"):
+        return znodes.PartitionState.from_json(data)
+    if path == REASSIGN_PARTITIONS_PATH:
+        return znodes.ReassignPartitions.from_json(data)
+    if path == PREFERRED_REPLICA_ELECTION_PATH:
+        return znodes.PreferredReplicaElection.from_json(data)
+    if path.startswith(ISR_CHANGE_NOTIFICATION_PATH + "/"):
+        return znodes.IsrChangeNotification.from_json(data)
+    return None
+
+
+TREE_CLASS: type[FakeTree] = FakeTree
+"""Which tree `new_tree` builds; the flow tests run once with each."""

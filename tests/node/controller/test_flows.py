@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode
 
+from tests.node.controller import harness
 from tests.node.controller.harness import (
     Driver,
     create_topic,
@@ -48,6 +50,12 @@ from trafka.node.replication.ids import NO_LEADER, BrokerId, TopicPartition
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
+
+
+@pytest.fixture(autouse=True, params=[harness.FakeTree, harness.RealTree], ids=["fake", "real"])
+def tree_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every flow runs on the fake tree and on the quorum's real ZNodeTree."""
+    monkeypatch.setattr(harness, "TREE_CLASS", request.param)
 
 
 def ids(*brokers: int) -> tuple[BrokerId, ...]:

@@ -1,0 +1,87 @@
+"""Controller ops -> the quorum tree's multi (parents, recursive delete, if_exists, bytes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import (
+    ANY_VERSION,
+    Check,
+    Create,
+    Delete,
+    Entry,
+    Multi,
+    SetData,
+    ZNodeTree,
+)
+from trafka.node.controller import tree_ops
+from trafka.node.controller.effects import CheckVersion, CreateNode, DeleteNode, SetNode
+from trafka.node.replication.ids import ZkVersion
+
+
+def apply(tree: ZNodeTree, *ops: object) -> object:
+    return tree.apply(Entry("", 0, 0, Multi(tuple(ops)))).result  # type: ignore[arg-type]
+
+
+def test_create_adds_missing_parents_and_encodes_json() -> None:
+    tree = ZNodeTree()
+    state = znodes.PartitionState(1, 0, (1, 2), 3)
+    ops = tree_ops.to_multi_ops([CreateNode("/brokers/topics/t/partitions/0/state", state)], tree)
+    assert ops == (
+        Create("/brokers", b""),
+        Create("/brokers/topics", b""),
+        Create("/brokers/topics/t", b""),
+        Create("/brokers/topics/t/partitions", b""),
+        Create("/brokers/topics/t/partitions/0", b""),
+        Create("/brokers/topics/t/partitions/0/state", state.to_json()),
+    )
+    apply(tree, *ops)
+    data, _ = tree.get("/brokers/topics/t/partitions/0/state")
+    assert znodes.PartitionState.from_json(data) == state
+
+
+def test_recursive_delete_goes_deepest_first_and_if_exists_is_dropped() -> None:
+    tree = ZNodeTree()
+    apply(
+        tree,
+        Create("/brokers", b""),
+        Create("/brokers/topics", b""),
+        Create("/brokers/topics/t", b"{}"),
+        Create("/brokers/topics/t/partitions", b""),
+        Create("/brokers/topics/t/partitions/0", b""),
+        Create("/brokers/topics/t/partitions/0/state", b"{}"),
+    )
+    ops = tree_ops.to_multi_ops(
+        [
+            DeleteNode("/brokers/topics/t", recursive=True),
+            DeleteNode("/config/topics/t", recursive=True, if_exists=True),
+        ],
+        tree,
+    )
+    assert ops == (
+        Delete("/brokers/topics/t/partitions/0/state", ANY_VERSION),
+        Delete("/brokers/topics/t/partitions/0", ANY_VERSION),
+        Delete("/brokers/topics/t/partitions", ANY_VERSION),
+        Delete("/brokers/topics/t", ANY_VERSION),
+    )
+    apply(tree, *ops)
+    assert tree.exists("/brokers/topics/t") is None
+
+
+def test_check_and_set_keep_versions() -> None:
+    tree = ZNodeTree()
+    ops = tree_ops.to_multi_ops(
+        [
+            CheckVersion("/controller_epoch", ZkVersion(4)),
+            SetNode("/controller_epoch", znodes.ControllerEpoch(5), ZkVersion(4)),
+        ],
+        tree,
+    )
+    assert ops == (Check("/controller_epoch", 4), SetData("/controller_epoch", b"5", 4))
+
+
+def test_too_many_ops_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tree_ops.tree, "MAX_MULTI_OPS", 2)
+    with pytest.raises(tree_ops.MultiTooLarge):
+        tree_ops.to_multi_ops([CreateNode("/a/b/c", None)], ZNodeTree())

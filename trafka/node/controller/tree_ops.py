@@ -1,0 +1,124 @@
+"""Turn a `ControllerStep`'s writes into one multi for the quorum's `ZNodeTree`.
+
+The controller speaks in typed ops (`effects.CreateNode` with a `znodes` payload,
+`DeleteNode(recursive=True, if_exists=True)`, ...); ZooKeeper's multi has only create,
+delete, set and check of single nodes with bytes. This pure function bridges the two, given a
+read view of the tree as it is just before the multi (the shell passes the replica's tree):
+
+- payloads are encoded with their `to_json()` (None -> empty data);
+- `CreateNode` first creates missing parents, with empty data, as Kafka's
+  `createRecursive` does;
+- `DeleteNode(recursive=True)` deletes the descendants first, deepest first;
+- `DeleteNode(if_exists=True)` on an absent node is dropped.
+
+Existence is tracked through the ops already translated, so an op may rely on an earlier op
+of the same multi. Raises `MultiTooLarge` beyond the tree's `MAX_MULTI_OPS` (the shell then
+reports a failed step, STYLE 10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from trafka.metadata_quorum import tree
+from trafka.node.controller.effects import (
+    CheckVersion,
+    CreateNode,
+    DeleteNode,
+    SetNode,
+    ZnodeData,
+    ZnodeOp,
+)
+
+
+class TreeView(Protocol):
+    """The reads the translation needs (`ZNodeTree` provides both)."""
+
+    def exists(self, path: str) -> object | None: ...
+
+    def children(self, path: str) -> list[str]: ...
+
+
+class MultiTooLarge(ValueError):
+    pass
+
+
+def encode(data: ZnodeData) -> bytes:
+    """A payload's bytes: Kafka's JSON (or the decimal epoch), empty for None."""
+    return b"" if data is None else data.to_json()
+
+
+def to_multi_ops(ops: Sequence[ZnodeOp], view: TreeView) -> tuple[tree.MultiOp, ...]:
+    """The multi ops for `ops`, as seen from `view`."""
+    translation = _Translation(view)
+    for op in ops:
+        translation.add(op)
+    if len(translation.ops) > tree.MAX_MULTI_OPS:
+        raise MultiTooLarge(f"{len(translation.ops)} ops > {tree.MAX_MULTI_OPS}")
+    return tuple(translation.ops)
+
+
+class _Translation:
+    def __init__(self, view: TreeView) -> None:
+        self.view = view
+        self.ops: list[tree.MultiOp] = []
+        self.created: set[str] = set()
+        self.deleted: set[str] = set()
+
+    def exists(self, path: str) -> bool:
+        if path in self.deleted:
+            return False
+        return path in self.created or path == "/" or self.view.exists(path) is not None
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = set(self.view.children(path)) if self.view.exists(path) is not None else set()
+        names |= {p[len(prefix) :] for p in self.created if p.startswith(prefix)}
+        live = [n for n in names if "/" not in n and prefix + n not in self.deleted]
+        return sorted(live)
+
+    def add(self, op: ZnodeOp) -> None:
+        if isinstance(op, CheckVersion):
+            self.ops.append(tree.Check(op.path, op.expected_version))
+        elif isinstance(op, SetNode):
+            self.ops.append(tree.SetData(op.path, encode(op.data), op.expected_version))
+        elif isinstance(op, CreateNode):
+            self._create(op)
+        else:
+            self._delete(op)
+
+    def _create(self, op: CreateNode) -> None:
+        parts = op.path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:depth])
+            if not self.exists(parent):
+                self._created(tree.Create(parent, b""))
+        self._created(tree.Create(op.path, encode(op.data)))
+
+    def _created(self, create: tree.Create) -> None:
+        self.ops.append(create)
+        self.created.add(create.path)
+        self.deleted.discard(create.path)
+
+    def _delete(self, op: DeleteNode) -> None:
+        if op.if_exists and not self.exists(op.path):
+            return
+        if op.recursive:
+            for path in self._descendants(op.path):
+                self._deleted(path)
+        self._deleted(op.path)
+
+    def _descendants(self, path: str) -> list[str]:
+        """Every node below `path`, deepest first."""
+        found: list[str] = []
+        for child in self.children(path):
+            child_path = f"{path.rstrip('/')}/{child}"
+            found.extend(self._descendants(child_path))
+            found.append(child_path)
+        return found
+
+    def _deleted(self, path: str) -> None:
+        self.ops.append(tree.Delete(path, tree.ANY_VERSION))
+        self.deleted.add(path)
+        self.created.discard(path)
