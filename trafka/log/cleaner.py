@@ -246,7 +246,7 @@ def _clean_segments(
                     written.append(
                         LogSegment.create(tmp, base, _no_time_roll(config), now_ms=now_ms)
                     )
-                written[-1].append(kept, [kept_info])
+                written[-1].append([kept], [kept_info])
         if written:
             written[-1].close()
         outputs.append((group, written))

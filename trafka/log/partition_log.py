@@ -34,10 +34,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +78,9 @@ CLEANER_TMP_DIR = "cleaner-tmp"
 """Where the cleaner writes compacted segments before swapping them in."""
 SWAP_MARKER = "cleaner-swap"
 """Lists old and new base offsets while a compaction swap is in progress (ours, not Kafka's)."""
+
+_PREFIX = struct.Struct(">qii")
+"""baseOffset, batchLength, partitionLeaderEpoch: the first 16 bytes of a v2 batch."""
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +151,8 @@ class FetchData:
         return sum(region.length for region in self.regions)
 
     def to_bytes(self) -> bytes:
+        if len(self.regions) == 1:
+            return self.regions[0].read()
         return b"".join(region.read() for region in self.regions)
 
 
@@ -169,6 +174,24 @@ class LogSegmentInfo:
     size: int
     max_timestamp: int
     path: Path
+
+
+class _OsErrorGuard:
+    """`with guard:` turns an OSError into LogDirFailedError (KAFKA_STORAGE_ERROR)."""
+
+    __slots__ = ("directory",)
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(error, OSError):
+            raise LogDirFailedError(f"{self.directory}: {error}") from error
 
 
 def parse_topic_partition(directory: Path) -> tuple[str, int]:
@@ -199,6 +222,7 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._closed = False
+        self._io_guard = _OsErrorGuard(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
             directory, producer_id_expiration_ms=producer_id_expiration_ms
@@ -488,19 +512,30 @@ class PartitionLog:
                 f"{len(records)} bytes exceed segment.bytes {config.segment_bytes}"
             )
         log_append_time = config.log_append_time
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._check_open()
             self._last_now_ms = now_ms
-            buf = bytearray(records)
             next_offset = self.log_end_offset
             infos: list[EntryInfo] = []
+            buffers: list[bytes | bytearray | memoryview] = []
+            if log_append_time:
+                copy = bytearray(records)
+                buffers.append(copy)
+            else:
+                view = memoryview(records)
             for pos, header in headers:
-                batch_format.set_base_offset(buf, pos, next_offset)
-                batch_format.set_partition_leader_epoch(buf, pos, leader_epoch)
                 max_timestamp = header.max_timestamp
                 if log_append_time:
-                    batch_format.set_log_append_time(buf, pos, header.size, now_ms)
+                    batch_format.set_base_offset(copy, pos, next_offset)
+                    batch_format.set_partition_leader_epoch(copy, pos, leader_epoch)
+                    batch_format.set_log_append_time(copy, pos, header.size, now_ms)
                     max_timestamp = now_ms
+                else:
+                    # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes we change
+                    # (outside the CRC); the rest of the batch is written from the caller's
+                    # buffer without a copy.
+                    buffers.append(_PREFIX.pack(next_offset, header.batch_length, leader_epoch))
+                    buffers.append(view[pos + _PREFIX.size : pos + header.size])
                 infos.append(
                     EntryInfo(
                         pos,
@@ -531,11 +566,11 @@ class PartitionLog:
                     0,
                     duplicate=True,
                 )
-            self._append(buf, infos, now_ms)
+            self._append(buffers, len(records), infos, now_ms)
             self.producer_state.commit(updates, self.log_end_offset)
             if leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, infos[0].base_offset)
-            return self._append_info(infos, len(buf), now_ms if log_append_time else -1)
+            return self._append_info(infos, len(records), now_ms if log_append_time else -1)
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
@@ -544,7 +579,7 @@ class PartitionLog:
         if not records:
             raise CorruptRecordError("no record batch in the data")
         headers = batch_format.validate_batches(records)
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._check_open()
             if now_ms is not None:
                 self._last_now_ms = now_ms
@@ -576,7 +611,7 @@ class PartitionLog:
                 raise InvalidRecordError("follower append spans more than 2^31 offsets")
             if len(records) > self._config.segment_bytes:
                 raise RecordListTooLargeError(f"{len(records)} bytes exceed segment.bytes")
-            self._append(records, infos, self._last_now_ms)
+            self._append([records], len(records), infos, self._last_now_ms)
             for info in infos:
                 if info.partition_leader_epoch >= 0:
                     self.leader_epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
@@ -584,18 +619,22 @@ class PartitionLog:
             return self._append_info(infos, len(records), -1)
 
     def _append(
-        self, buf: bytes | bytearray | memoryview, infos: list[EntryInfo], now_ms: int
+        self,
+        buffers: list[bytes | bytearray | memoryview],
+        size: int,
+        infos: list[EntryInfo],
+        now_ms: int,
     ) -> None:
         max_timestamp = max(info.max_timestamp for info in infos)
         segment = self._segments[-1]
         if segment.should_roll(
-            messages_size=len(buf),
+            messages_size=size,
             max_timestamp=max_timestamp,
             max_offset=infos[-1].last_offset,
             now_ms=now_ms,
         ):
             segment = self._roll(infos[0].base_offset, now_ms)
-        segment.append(buf, infos)
+        segment.append(buffers, infos)
         self._unflushed_messages += infos[-1].next_offset - infos[0].base_offset
         if self._unflushed_messages >= self._config.flush_messages:
             self._flush(now_ms)
@@ -617,7 +656,7 @@ class PartitionLog:
 
     def roll(self, now_ms: int) -> None:
         """Force a roll (tests, tools): the next append goes into a new segment."""
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             if self._segments[-1].size:
                 self._roll(self.log_end_offset, now_ms)
 
@@ -664,7 +703,7 @@ class PartitionLog:
         `max_bytes` (KIP-74). Reads one segment at a time, as Kafka does.
         Raises OffsetOutOfRangeError below the log start offset or past the end.
         """
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             log_end_offset = self.log_end_offset
             if start_offset < self._log_start_offset or start_offset > log_end_offset:
                 raise OffsetOutOfRangeError(
@@ -699,7 +738,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or the first record with
         timestamp >= `timestamp`. None when no record qualifies (Kafka answers offset -1)."""
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                 epoch = self.leader_epoch_cache.epoch_for_offset(self._log_start_offset)
                 return TimestampAndOffset(-1, self._log_start_offset, epoch)
@@ -765,7 +804,7 @@ class PartitionLog:
         """Follower truncation: drop every batch at or above `offset`. True if anything went."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._check_open()
             if offset >= self.log_end_offset:
                 return False
@@ -793,7 +832,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at `offset` (a follower far behind)."""
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._check_open()
             self._truncate_fully(offset, self._last_now_ms)
 
@@ -827,7 +866,7 @@ class PartitionLog:
         Raises OffsetOutOfRangeError above the high watermark. Whole segments below the
         new start are deleted by the next `apply_retention`. Returns the log start offset.
         """
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             if offset == DELETE_RECORDS_HIGH_WATERMARK:
                 offset = self._high_watermark
             if offset < 0 or offset > self._high_watermark:
@@ -848,7 +887,7 @@ class PartitionLog:
         Never deletes the active segment, nor a segment holding offsets at or above the
         high watermark (SEEDS LOG-08, LOG-19..23). Returns the number of segments deleted.
         """
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._check_open()
             self._last_now_ms = now_ms
             config = self._config
@@ -916,7 +955,7 @@ class PartitionLog:
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment holding data past the recovery point; advance it to the LEO."""
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             self._flush(self._last_now_ms if now_ms is None else now_ms)
 
     def _flush(self, now_ms: int) -> None:
@@ -979,13 +1018,6 @@ class PartitionLog:
         if self._closed:
             raise LogError(f"{self.directory}: log is closed")
 
-    @contextmanager
-    def _io_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except OSError as error:
-            raise LogDirFailedError(f"{self.directory}: {error}") from error
-
     # ================================================================== compaction support
 
     @property
@@ -1006,7 +1038,7 @@ class PartitionLog:
         `outputs` pairs each group of current segments with the closed segments written
         for it in `tmp`. False (nothing changed) if any old segment is no longer in the log.
         """
-        with self._lock, self._io_errors():
+        with self._lock, self._io_guard:
             current = {id(segment) for segment in self._segments[:-1]}
             olds = [segment for group, _ in outputs for segment in group]
             if self._closed or any(id(segment) not in current for segment in olds):

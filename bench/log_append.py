@@ -1,0 +1,157 @@
+"""Log engine throughput against plain os.write / os.read of the same bytes (issue 2).
+
+    .venv/bin/python bench/log_append.py [--gigabytes 1.0] [--dir /tmp] [--repeat 1]
+
+Builds batches of 1,000 records of 100 bytes (about 108 KB each, uncompressed) with
+`records.build_batch`, then in the same run and directory:
+
+* reference write: `os.write` of every batch, back to back, to one file;
+* log append: `PartitionLog.append_as_leader` of the same batches (header + CRC checks,
+  offset assignment, epoch stamp, index entries) with Kafka's default topic config;
+* reference read: `os.read` of the reference file in 1 MiB chunks;
+* log read: `PartitionLog.read(offset, max_bytes=1 MiB)` + `FetchData.to_bytes()` from
+  offset 0 to the end, like a consumer with max.partition.fetch.bytes = 1 MiB.
+
+Prints MB/s for each and the ratios log/reference (goal >= 0.8). Nothing is fsynced in
+either path (the default flush policy leaves that to the OS, as Kafka does), so both
+measure the page cache path. The best of `--repeat` runs of each is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from trafka.log.batch import iter_headers
+from trafka.log.config import LogConfig
+from trafka.log.partition_log import PartitionLog
+from trafka.log.records import NewRecord, build_batch
+
+RECORDS_PER_BATCH = 1000
+RECORD_BYTES = 100
+READ_CHUNK = 1 << 20
+DISTINCT_BATCHES = 16
+
+
+def make_batches(count: int, rng: random.Random) -> list[bytes]:
+    templates = []
+    for _ in range(min(count, DISTINCT_BATCHES)):
+        records = [
+            NewRecord(rng.randbytes(RECORD_BYTES), timestamp=1_700_000_000_000)
+            for _ in range(RECORDS_PER_BATCH)
+        ]
+        templates.append(build_batch(records))
+    return [templates[i % len(templates)] for i in range(count)]
+
+
+def reference_write(path: Path, batches: list[bytes]) -> float:
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for data in batches:
+            os.write(fd, data)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start
+
+
+def reference_read(path: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while chunk := os.read(fd, READ_CHUNK):
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start, total
+
+
+def log_append(directory: Path, batches: list[bytes]) -> tuple[float, PartitionLog]:
+    log = PartitionLog.open(directory, LogConfig(), now_ms=1_700_000_000_000)
+    start = time.perf_counter()
+    for data in batches:
+        log.append_as_leader(data, leader_epoch=0, now_ms=1_700_000_000_000)
+    return time.perf_counter() - start, log
+
+
+def log_read(log: PartitionLog) -> tuple[float, int]:
+    start = time.perf_counter()
+    total = 0
+    offset = 0
+    end = log.log_end_offset
+    while offset < end:
+        fetched = log.read(offset, max_bytes=READ_CHUNK)
+        data = fetched.to_bytes()
+        total += len(data)
+        # the next fetch offset, as a consumer finds it: lastOffset + 1 of the last batch
+        offset = _next_offset(data)
+    return time.perf_counter() - start, total
+
+
+def _next_offset(data: bytes) -> int:
+    last = None
+    for _, header in iter_headers(memoryview(data)):
+        last = header
+    assert last is not None
+    return last.next_offset
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--gigabytes", type=float, default=1.0)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(1)
+    one = make_batches(1, rng)[0]
+    count = max(1, int(args.gigabytes * 1e9 / len(one)))
+    batches = make_batches(count, rng)
+    total_bytes = sum(len(b) for b in batches)
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        f"python {platform.python_version()}, {platform.system()} {platform.release()}"
+    )
+    print(
+        f"{count} batches x {len(one)} bytes = {total_bytes / 1e9:.3f} GB "
+        f"({RECORDS_PER_BATCH} records x {RECORD_BYTES} B per batch)"
+    )
+    work = Path(tempfile.mkdtemp(prefix="trafka-bench-", dir=args.dir))
+    best = {"ref_write": 1e9, "log_append": 1e9, "ref_read": 1e9, "log_read": 1e9}
+    try:
+        for _ in range(args.repeat):
+            reference = work / "reference.bin"
+            best["ref_write"] = min(best["ref_write"], reference_write(reference, batches))
+            shutil.rmtree(work / "bench-0", ignore_errors=True)
+            elapsed, log = log_append(work / "bench-0", batches)
+            best["log_append"] = min(best["log_append"], elapsed)
+            elapsed, read_total = reference_read(reference)
+            assert read_total == total_bytes
+            best["ref_read"] = min(best["ref_read"], elapsed)
+            elapsed, read_total = log_read(log)
+            assert read_total == total_bytes, (read_total, total_bytes)
+            best["log_read"] = min(best["log_read"], elapsed)
+            log.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rates = {name: total_bytes / seconds / 1e6 for name, seconds in best.items()}
+    print(
+        f"append: log {rates['log_append']:8.0f} MB/s  os.write {rates['ref_write']:8.0f} MB/s  "
+        f"ratio {rates['log_append'] / rates['ref_write']:.2f}"
+    )
+    print(
+        f"read:   log {rates['log_read']:8.0f} MB/s  os.read  {rates['ref_read']:8.0f} MB/s  "
+        f"ratio {rates['log_read'] / rates['ref_read']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
