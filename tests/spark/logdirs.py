@@ -148,9 +148,15 @@ def _partition_batches(
 
 def _offsets_batches() -> list[tuple[int, int, bytes]]:
     commits = [
-        OffsetCommitRecord("billing", "orders", 0, OffsetCommitValue(10, 2, "m", BASE_TIMESTAMP_MS)),
-        OffsetCommitRecord("billing", "orders", 0, OffsetCommitValue(20, 3, "", BASE_TIMESTAMP_MS + 1)),
-        OffsetCommitRecord("billing", "orders", 1, OffsetCommitValue(5, 3, "", BASE_TIMESTAMP_MS + 2)),
+        OffsetCommitRecord(
+            "billing", "orders", 0, OffsetCommitValue(10, 2, "m", BASE_TIMESTAMP_MS)
+        ),
+        OffsetCommitRecord(
+            "billing", "orders", 0, OffsetCommitValue(20, 3, "", BASE_TIMESTAMP_MS + 1)
+        ),
+        OffsetCommitRecord(
+            "billing", "orders", 1, OffsetCommitValue(5, 3, "", BASE_TIMESTAMP_MS + 2)
+        ),
         GroupMetadataRecord(
             "billing",
             GroupMetadataValue(
