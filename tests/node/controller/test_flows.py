@@ -348,3 +348,16 @@ def test_no_invalid_transitions_in_these_flows() -> None:
     register(driver.tree, 2)
     driver.run(BrokerChange(driver.tree.brokers()))
     assert driver.controller.invalid_transitions == []
+
+
+def test_bounced_broker_is_failed_then_started_and_ends_with_leader_and_isr() -> None:
+    # Found by the simulation: a broker re-registered (new epoch) must not be left with a
+    # StopReplica that arrives after its LeaderAndIsr.
+    driver = started((1, 2, 3), {0: (1, 2, 3)})
+    tree = driver.tree
+    unregister(tree, 2)
+    register(tree, 2)  # same id, new broker epoch, in one BrokerChange
+    step = driver.run(BrokerChange(tree.brokers()))
+    assert 2 in requests_of(step, LeaderAndIsrRequest)
+    assert 2 not in requests_of(step, StopReplicaRequest)
+    assert driver.state(T0).isr == ids(1, 3)  # it left the ISR; the leader re-adds it

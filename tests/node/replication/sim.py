@@ -387,6 +387,18 @@ class SimCluster:
         self._recover(self.brokers[broker_id])
         self.trace.append(f"bounce {broker_id}")
 
+    def fast_restart(self, broker_id: int) -> None:
+        """Restart within the session timeout: the new session replaces the old one, so the
+        controller sees the same broker with a new epoch (Kafka's "bounced" broker)."""
+        self._crash(broker_id, lose_unflushed=False)
+        self._recover(self.brokers[broker_id])
+        unregister(self.tree, broker_id)
+        register(self.tree, broker_id)
+        self.trace.append(f"fast-restart {broker_id}")
+        if self.controller_broker == broker_id:
+            self.controller = None
+        self.controller_event(BrokerChange(self.tree.brokers()))
+
     def _crash(self, broker_id: int, lose_unflushed: bool) -> None:
         broker = self.brokers[broker_id]
         broker.leaders.clear()
@@ -474,12 +486,29 @@ class SimCluster:
             if not broker.alive:
                 for tp in self.tps:
                     self.leader_high_watermarks.pop((broker.broker_id, tp), None)
+        self._check_controller_cache()
         lost = self.lost_acknowledged()
         if lost:
             raise InvariantViolation(f"acknowledged writes lost: {lost[:3]}")
         diverged = self.divergent_below_high_watermark()
         if diverged:
             raise InvariantViolation(f"replicas diverged below HW: {diverged[:3]}")
+
+    def _check_controller_cache(self) -> None:
+        """The controller's context agrees with the tree it wrote (versions included), and
+        it never attempted an illegal state transition."""
+        controller = self.controller
+        if controller is None or controller.context is None:
+            return
+        if controller.invalid_transitions:
+            raise InvariantViolation(f"invalid transitions: {controller.invalid_transitions}")
+        for tp in self.tps:
+            versioned = self.tree.partition_state(tp)
+            cached = controller.context.leadership.get(tp)
+            if versioned is None or cached is None:
+                continue
+            if (cached.zk_version, cached.data()) != (versioned.version, versioned.data):
+                raise InvariantViolation(f"controller cache of {tp} is stale: {cached}")
 
     # -- the random walk ------------------------------------------------------------------
 
@@ -509,6 +538,8 @@ class SimCluster:
         elif roll < 0.85 and isolated:
             self.brokers[isolated[0]].isolated = False
             self.trace.append(f"heal {isolated[0]}")
+        elif roll < 0.865 and live:
+            self.fast_restart(rng.choice(live))
         elif roll < 0.90:
             self.advance(LAG_MS // 2)
         self.leader_checks()

@@ -221,9 +221,13 @@ class RequestBatch:
     def add_leader_and_isr(
         self, brokers: tuple[BrokerId, ...], tp: TopicPartition, is_new: bool = False
     ) -> None:
+        """The latest intent for a replica wins: a LeaderAndIsr cancels a StopReplica
+        (without delete) queued earlier in the step for the same replica (a bounced broker
+        is first failed, then started, CTL-41/42)."""
         for broker in brokers:
             partitions = self.leader_and_isr.setdefault(broker, {})
             partitions[tp] = partitions.get(tp, False) or is_new
+            self.stop_replica.get((broker, False), set()).discard(tp)
         self.add_update_metadata((tp,))
 
     def add_update_metadata(self, tps: tuple[TopicPartition, ...] | list[TopicPartition]) -> None:
@@ -232,4 +236,6 @@ class RequestBatch:
         self.update_metadata_partitions.update(tps)
 
     def add_stop_replica(self, broker: BrokerId, tp: TopicPartition, delete: bool) -> None:
+        """Cancels a LeaderAndIsr queued earlier in the step for the same replica."""
         self.stop_replica.setdefault((broker, delete), set()).add(tp)
+        self.leader_and_isr.get(broker, {}).pop(tp, None)
