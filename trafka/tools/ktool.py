@@ -11,6 +11,7 @@ import typer
 
 from trafka.tools.audit_cmd import audit_app
 from trafka.tools.dump_log import dump_log_app
+from trafka.tools.groups_cmd import groups_app
 
 app = typer.Typer(
     name="ktool",
@@ -23,6 +24,7 @@ app = typer.Typer(
 # Command registrations (one line per command module):
 app.add_typer(dump_log_app, name="dump-log")
 app.add_typer(audit_app, name="audit")
+app.add_typer(groups_app, name="groups")
 
 
 def main() -> None:
