@@ -218,3 +218,28 @@ def test_mixed_clients_in_one_group(cluster: KnodeCluster, tmp_path: Path) -> No
         )
     finally:
         stop_all(members)
+
+
+def test_kafkajs_group(cluster: KnodeCluster, tmp_path: Path) -> None:
+    # kafkajs names its assignor "RoundRobinAssigner", which no other client offers, so it
+    # cannot share a group with them (INCONSISTENT_GROUP_PROTOCOL): a group of its own.
+    create_topic(cluster, "js")
+    produce(cluster, "js", range(60))
+    bootstrap = cluster.bootstrap_servers
+    members = [
+        Member(bootstrap, "g-js", "js", client="kafkajs", log_dir=tmp_path) for _ in range(2)
+    ]
+    try:
+        wait_until(
+            lambda: sizes(members) == [3, 3] and covered(members) == list(range(6)),
+            timeout_s=60,
+            what="2 kafkajs members with 3 partitions each",
+        )
+        everything = {str(v) for v in range(60)}
+        wait_until(
+            lambda: everything <= {v for m in members for v in m.values()},
+            timeout_s=30,
+            what="every message consumed",
+        )
+    finally:
+        stop_all(members)

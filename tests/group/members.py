@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.waiting import wait_until
+
+KAFKAJS = Path(__file__).resolve().parents[1] / "js" / "node_modules" / "kafkajs"
+
+
+def _node() -> str:
+    """Node.js for kafkajs members; a missing node or kafkajs fails the test (no skips)."""
+    node = shutil.which("node")
+    if node is None:
+        raise AssertionError("kafkajs members need Node.js: `node` is not on PATH")
+    if not KAFKAJS.is_dir():
+        raise AssertionError(f"kafkajs is not installed: run `npm install` in {KAFKAJS.parents[1]}")
+    return node
 
 
 class Member:
@@ -48,6 +61,16 @@ class Member:
             command += ["--instance-id", instance_id]
         if strategy:
             command += ["--strategy", strategy]
+        if client == "kafkajs":
+            command = [
+                _node(),
+                str(Path(__file__).with_name("kafkajs_member.js")),
+                bootstrap,
+                str(KAFKAJS),
+                group,
+                topic,
+                str(session_timeout_ms),
+            ]
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         stderr_path = (log_dir or Path("/tmp")) / f"member-{group}-{os.getpid()}-{id(self)}.log"
