@@ -25,6 +25,7 @@ from trafka.group.records import (
     MemberMetadata,
     OffsetCommitRecord,
     OffsetCommitValue,
+    OffsetsTopicRecord,
     encode_record,
 )
 from trafka.log.batch import CompressionType
@@ -147,7 +148,7 @@ def _partition_batches(
 
 
 def _offsets_batches() -> list[tuple[int, int, bytes]]:
-    commits = [
+    commits: list[OffsetsTopicRecord] = [
         OffsetCommitRecord(
             "billing", "orders", 0, OffsetCommitValue(10, 2, "m", BASE_TIMESTAMP_MS)
         ),

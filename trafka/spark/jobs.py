@@ -15,6 +15,7 @@ Progress lines go to stderr (`[audit] ...`); Spark's console progress bar shows 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -311,10 +312,16 @@ def run_check(
             )
         report.violations.append(_violation("corrupt_batch", row, detail))
 
+    corrupt_ranges = {
+        (v.topic, v.partition, v.broker, v.offset): index
+        for index, v in enumerate(report.violations)
+        if v.check == "corrupt_batch"
+    }
     progress("checking offset order")
     _check_offset_order(valid, compacted, report)
     progress("comparing replicas below the high watermark")
-    _check_divergence(spark, batches, high_watermarks, partitions_meta, report)
+    divergent = _check_divergence(spark, batches, high_watermarks, partitions_meta, report)
+    _locate_corrupt_records(report, corrupt_ranges, divergent)
     progress("checking offset indexes")
     _check_indexes(spark, segments, report)
     _check_replicas_against_high_watermark(by_partition, high_watermarks, partitions_meta, report)
@@ -328,6 +335,19 @@ def run_check(
         key=lambda v: (v.topic, v.partition, v.check, v.broker or -1, v.offset or -1)
     )
     return report
+
+
+def _locate_corrupt_records(
+    report: AuditReport,
+    corrupt: dict[tuple[str, int, int | None, int | None], int],
+    divergent: dict[tuple[str, int, int | None, int | None], int],
+) -> None:
+    """A corrupt batch that still decodes names the record that differs from the other
+    replicas (found by the divergence check), not just the batch's base offset."""
+    for key, index in corrupt.items():
+        if key in divergent:
+            current = report.violations[index]
+            report.violations[index] = dataclasses.replace(current, offset=divergent[key])
 
 
 def _check_offset_order(valid: DataFrame, compacted: set[str], report: AuditReport) -> None:
@@ -375,9 +395,12 @@ def _check_divergence(
     high_watermarks: dict[tuple[str, int], int],
     partitions_meta: dict[tuple[str, int], dict[str, Any]],
     report: AuditReport,
-) -> None:
+) -> dict[tuple[str, int, int | None, int | None], int]:
+    """Report divergent copies; return {(topic, partition, broker, base offset): first
+    differing offset} of each."""
+    divergent: dict[tuple[str, int, int | None, int | None], int] = {}
     if not high_watermarks:
-        return
+        return divergent
     hw_frame = table_frame(
         spark,
         "topic string, partition int, high_watermark long",
@@ -425,6 +448,7 @@ def _check_divergence(
         ]
         for copy, reference in checks.divergent_replicas(copies, leader):
             offset = checks.first_divergent_offset(copy, reference, group["base_offset"])
+            divergent[(key[0], key[1], copy.broker, group["base_offset"])] = offset
             report.violations.append(
                 Violation(
                     "replica_divergence",
@@ -438,6 +462,7 @@ def _check_divergence(
                     f"{high_watermarks[key]}); first differing offset {offset}",
                 )
             )
+    return divergent
 
 
 def _check_indexes(spark: SparkSession, segments: list[Any], report: AuditReport) -> None:
