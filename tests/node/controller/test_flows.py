@@ -28,12 +28,14 @@ from trafka.node.controller.effects import (
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    CancelReassignment,
     ControlledShutdown,
     PartitionReassignment,
     PreferredReplicaElection,
     StopReplicaResponse,
     TopicChange,
     TopicDeletion,
+    UncleanLeaderElection,
 )
 from trafka.node.controller.machine import ControllerConfig
 from trafka.node.controller.payloads import (
@@ -361,3 +363,38 @@ def test_bounced_broker_is_failed_then_started_and_ends_with_leader_and_isr() ->
     assert 2 in requests_of(step, LeaderAndIsrRequest)
     assert 2 not in requests_of(step, StopReplicaRequest)
     assert driver.state(T0).isr == ids(1, 3)  # it left the ISR; the leader re-adds it
+
+
+def test_cancel_reverts_to_the_original_replicas() -> None:
+    for failover_first in (False, True):
+        driver = started((1, 2, 3, 4, 5, 6), {0: (1, 2, 3)})
+        tree = driver.tree
+        write_plan(tree, {T0: (4, 5, 6)})
+        driver.run(PartitionReassignment(tree.reassignment()))
+        driver.run(leader_changes_isr(tree, T0, (1, 2, 3, 4)))  # 4 caught up, 5 and 6 not
+        if failover_first:  # OAR must come back from the tree's adding_replicas
+            driver = Driver.elect(tree, 2)
+        step = driver.run(CancelReassignment((T0,)))
+        assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 3)
+        assert tree.get(topic_path("t")).adding_replicas == {}
+        assert driver.state(T0).leader == 1 and driver.state(T0).isr == ids(1, 2, 3)
+        assert not tree.exists(REASSIGN_PARTITIONS_PATH)
+        deleted = {
+            broker
+            for broker, requests in requests_of(step, StopReplicaRequest).items()
+            if any(r.delete_partitions for r in requests)  # type: ignore[attr-defined]
+        }
+        assert deleted == {4, 5, 6}
+
+
+def test_unclean_election_on_request_only_for_leaderless_partitions() -> None:
+    driver = started((1, 2), {0: (1, 2), 1: (2, 1)})
+    tree = driver.tree
+    driver.run(leader_changes_isr(tree, T0, (1,)))
+    unregister(tree, 1)
+    driver.run(BrokerChange(tree.brokers()))
+    assert driver.state(T0).leader == NO_LEADER
+    step = driver.run(UncleanLeaderElection((T0, T1)))
+    assert driver.state(T0).leader == 2 and driver.state(T0).isr == ids(2)
+    assert [(e.tp, e.unclean) for e in step.elections] == [(T0, True)]
+    assert step.failed_elections == ((T1, ElectionFailureReason.ELECTION_NOT_NEEDED),)

@@ -202,10 +202,15 @@ class ControllerContext:
             context.reassignment_zk_version = snapshot.reassignment.version
             for tp, target in reassignment_targets(snapshot.reassignment.data).items():
                 current = context.assignments.get(tp)
-                if current is not None:
-                    context.partitions_being_reassigned[tp] = ReassignmentContext(
-                        original_replicas=current, target_replicas=tuple(target)
-                    )
+                if current is None:
+                    continue
+                # OAR survives failover in the topic znode's adding_replicas (KIP-455
+                # layout): AR = OAR + adding while step 10 has not run.
+                adding = snapshot.topics[tp.topic].data.adding_replicas.get(tp.partition, ())
+                original = tuple(r for r in current if r not in adding)
+                context.partitions_being_reassigned[tp] = ReassignmentContext(
+                    original_replicas=original, target_replicas=tuple(target)
+                )
         context.topics_to_be_deleted.update(snapshot.topics_to_delete)
         return context
 

@@ -15,6 +15,8 @@ exactly-once.
 | children of `/admin/delete_topics`              | `TopicDeletion(topics)`             |
 | data of `/admin/reassign_partitions`            | `PartitionReassignment(plan)`       |
 | data of `/admin/preferred_replica_election`     | `PreferredReplicaElection(..)`      |
+| AlterPartitionReassignments (cancel)            | `CancelReassignment(partitions)`    |
+| ElectLeaders (UNCLEAN)                          | `UncleanLeaderElection(partitions)` |
 | children of `/isr_change_notification`          | `IsrChangeNotification(..)`         |
 | ControlledShutdown request (key 7, CTL-43)      | `ControlledShutdown(broker, epoch)` |
 | StopReplica responses (deletion, CTL-23)        | `StopReplicaResponse(broker, ..)`   |
@@ -84,6 +86,23 @@ class PartitionReassignment:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelReassignment:
+    """Cancel the reassignment of `partitions` (AlterPartitionReassignments with null
+    replicas, KIP-455): each goes back to its original replicas (OAR) through the same
+    steps, i.e. a reassignment whose target is OAR."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanLeaderElection:
+    """ElectLeaders with electionType UNCLEAN for `partitions`: leaderless partitions may
+    take a live replica outside the ISR (REP-32, EXT-09) even when the config forbids it."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PreferredReplicaElection:
     """Partitions to move back to their preferred replica (CTL-36, CTL-37).
 
@@ -142,6 +161,8 @@ ControllerEvent = (
     | TopicDeletion
     | PartitionReassignment
     | PreferredReplicaElection
+    | CancelReassignment
+    | UncleanLeaderElection
     | IsrChangeNotification
     | ControlledShutdown
     | StopReplicaResponse

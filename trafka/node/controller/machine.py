@@ -67,6 +67,7 @@ from trafka.node.controller.effects import (
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    CancelReassignment,
     ControlledShutdown,
     ControllerEvent,
     ControllerFailover,
@@ -78,6 +79,7 @@ from trafka.node.controller.events import (
     StopReplicaResponse,
     TopicChange,
     TopicDeletion,
+    UncleanLeaderElection,
     WritesFailed,
 )
 from trafka.node.controller.payloads import (
@@ -137,6 +139,7 @@ class Strategy(enum.Enum):
     """Which selector moves a partition to Online (CTL-17..20)."""
 
     OFFLINE = "OfflinePartitionLeaderSelector"
+    UNCLEAN = "OfflinePartitionLeaderSelector with unclean election forced (ElectLeaders)"
     REASSIGNED = "ReassignedPartitionLeaderSelector"
     PREFERRED = "PreferredReplicaPartitionLeaderSelector"
     CONTROLLED_SHUTDOWN = "ControlledShutdownLeaderSelector"
@@ -172,6 +175,8 @@ class Controller:
             TopicDeletion: self._on_topic_deletion_event,
             PartitionReassignment: self._on_reassignment_event,
             PreferredReplicaElection: self._on_preferred_election_event,
+            CancelReassignment: self._on_cancel_reassignment,
+            UncleanLeaderElection: self._on_unclean_election,
             IsrChangeNotification: self._on_isr_change,
             ControlledShutdown: self._on_controlled_shutdown,
             StopReplicaResponse: self._on_stop_replica_response,
@@ -302,6 +307,8 @@ class Controller:
             self._on_controlled_shutdown(reloaded, last)
         elif isinstance(last, PreferredReplicaElection) and not last.from_admin_path:
             self._on_preferred_election_event(reloaded, last)
+        elif isinstance(last, UncleanLeaderElection):
+            self._on_unclean_election(reloaded, last)
         return True
 
     # -- writes ---------------------------------------------------------------------------
@@ -401,19 +408,20 @@ class Controller:
         return True
 
     def _select(
-        self, context: ControllerContext, tp: TopicPartition, strategy: Strategy
+        self,
+        context: ControllerContext,
+        tp: TopicPartition,
+        strategy: Strategy,
     ) -> ElectionResult:
         replicas = context.assignments[tp]
         leadership = context.leadership.get(tp)
         isr = leadership.isr if leadership is not None else ()
         leader = leadership.leader if leadership is not None else NO_LEADER
         live = context.live_broker_ids()
-        if strategy is Strategy.OFFLINE:
+        if strategy in (Strategy.OFFLINE, Strategy.UNCLEAN):
+            unclean = strategy is Strategy.UNCLEAN or self.config.unclean_leader_election_enable
             return offline_partition_leader(
-                replicas,
-                isr,
-                live,
-                unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+                replicas, isr, live, unclean_leader_election_enable=unclean
             )
         if strategy is Strategy.REASSIGNED:
             target = context.partitions_being_reassigned[tp].target_replicas
@@ -852,6 +860,37 @@ class Controller:
             )
         ]
         self._resume_reassignments(context, ready)
+
+    def _on_cancel_reassignment(
+        self, context: ControllerContext, event: CancelReassignment
+    ) -> None:
+        """Revert to OAR: the same steps with RAR := OAR (phase B at once when OAR is in
+        the ISR: the added replicas are stopped and deleted, AR = OAR is written last)."""
+        cancelled = []
+        for tp in sorted(set(event.partitions)):
+            reassignment = context.partitions_being_reassigned.get(tp)
+            if reassignment is None:
+                continue
+            original = reassignment.original_replicas
+            context.partitions_being_reassigned[tp] = ReassignmentContext(original, original)
+            cancelled.append(tp)
+        if cancelled:
+            self._write_reassignment_plan(context)
+            self._resume_reassignments(context, cancelled)
+
+    def _on_unclean_election(
+        self, context: ControllerContext, event: UncleanLeaderElection
+    ) -> None:
+        leaderless = [
+            tp
+            for tp in sorted(set(event.partitions))
+            if tp in context.assignments
+            and context.partition_state(tp) in (P.OFFLINE, P.NEW)
+            and not context.is_topic_queued_for_deletion(tp.topic)
+        ]
+        for tp in sorted(set(event.partitions) - set(leaderless)):
+            self._step.failed.append((tp, ElectionFailureReason.ELECTION_NOT_NEEDED))
+        self._partitions_to(context, leaderless, P.ONLINE, Strategy.UNCLEAN)
 
     # -- preferred election and auto rebalance (CTL-36..38) ---------------------------------
 

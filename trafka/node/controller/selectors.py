@@ -39,6 +39,7 @@ class ElectionFailureReason(enum.Enum):
     PREFERRED_REPLICA_NOT_AVAILABLE = "the preferred replica is dead or out of the ISR"
     PREFERRED_REPLICA_ALREADY_LEADER = "the preferred replica already leads [ElectionNotNeeded]"
     NO_LEADER_OUTSIDE_SHUTTING_DOWN = "every live ISR member is shutting down"
+    ELECTION_NOT_NEEDED = "the partition has a leader [ElectionNotNeeded]"
 
 
 @dataclass(frozen=True, slots=True)
