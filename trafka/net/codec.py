@@ -24,6 +24,7 @@ import kio.index
 import kio.serial
 from kio.schema.index import api_key_map
 
+from . import guard
 from .messages import DECLARED_API_NAMES, DECLARED_REQUESTS, DECLARED_RESPONSES
 
 #: Largest version number we look up (Kafka's highest today is < 20).
@@ -115,6 +116,10 @@ def _writer(cls: type[Any]) -> Any:
 
 def _decode(cls: type[Any], buffer: bytes | bytearray | memoryview, offset: int) -> Any:
     try:
+        if cls.__flexible__:
+            # kio's native reader pre-reserves compact arrays from the claimed count; check
+            # every count against the bytes present first (trafka.net.guard).
+            guard.check_flexible(cls, buffer, offset)
         value, _size = _reader(cls)(buffer, offset)
     except Exception as error:  # kio raises DecodeError, ValueError, UnicodeError, ...
         raise MalformedMessage(f"cannot decode {cls.__name__}: {error!r}") from error
