@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from tests.node.controller.harness import FakeTree, create_topic, new_tree, register, unregister
+from tests.node.controller.harness import (
+    FakeTree,
+    create_topic,
+    new_tree,
+    register,
+    unregister,
+    write_plan,
+)
 from tests.node.replication.epochs import Epochs
 from trafka.metadata_quorum import znodes
 from trafka.node.controller.effects import (
@@ -32,7 +39,12 @@ from trafka.node.controller.effects import (
     StopReplicaRequest,
 )
 from trafka.node.controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    CancelReassignment,
+    ControlledShutdown,
+    PartitionReassignment,
+    PreferredReplicaElection,
     ControllerEvent,
     ControllerFailover,
     IsrChangeNotification,
@@ -209,9 +221,15 @@ class SimCluster:
             for state in request.partition_states:
                 self._leader_and_isr(broker, state)
         elif isinstance(request, StopReplicaRequest):
+            if request.controller_epoch < broker.controller_epoch_seen:
+                return
             for tp in request.partitions:
                 broker.leaders.pop(tp, None)
                 broker.following.pop(tp, None)
+                if request.delete_partitions:
+                    broker.logs[tp] = ReplicaLog()
+                    broker.leader_epochs.pop(tp, None)
+                    self.trace.append(f"{broker.broker_id} deletes {tp}")
 
     def _leader_and_isr(self, broker: SimBroker, state: LeaderAndIsrPartitionState) -> None:
         tp = state.tp
@@ -399,6 +417,38 @@ class SimCluster:
             self.controller = None
         self.controller_event(BrokerChange(self.tree.brokers()))
 
+    def controlled_shutdown(self, broker_id: int) -> None:
+        """SIGTERM: ControlledShutdown first (leaders moved away), then the process exits."""
+        epoch = next(b.broker_epoch for b in self.tree.brokers() if b.broker_id == broker_id)
+        self.trace.append(f"controlled shutdown {broker_id}")
+        self.controller_event(ControlledShutdown(BrokerId(broker_id), epoch))
+        self.kill(broker_id)
+
+    def reassign(self) -> None:
+        """Move a random partition to a random set of live brokers (CTL-31)."""
+        if self.tree.reassignment() is not None:
+            return
+        live = [b.broker_id for b in self._live()]
+        tp = self.rng.choice(self.tps)
+        size = len(self.tree.topics()["t"].data.partitions[tp.partition])
+        if len(live) < size:
+            return
+        target = tuple(self.rng.sample(live, size))
+        write_plan(self.tree, {tp: target})
+        self.trace.append(f"reassign {tp} -> {list(target)}")
+        self.controller_event(PartitionReassignment(self.tree.reassignment()))
+
+    def cancel_reassignments(self) -> None:
+        plan = self.tree.reassignment()
+        if plan is None:
+            return
+        tps = tuple(TopicPartition(p.topic, p.partition) for p in plan.data.partitions)
+        self.trace.append(f"cancel {[str(tp) for tp in tps]}")
+        self.controller_event(CancelReassignment(tps))
+
+    def assigned(self, tp: TopicPartition) -> tuple[int, ...]:
+        return tuple(self.tree.topics()["t"].data.partitions[tp.partition])
+
     def _crash(self, broker_id: int, lose_unflushed: bool) -> None:
         broker = self.brokers[broker_id]
         broker.leaders.clear()
@@ -540,7 +590,17 @@ class SimCluster:
             self.trace.append(f"heal {isolated[0]}")
         elif roll < 0.865 and live:
             self.fast_restart(rng.choice(live))
+        elif roll < 0.875 and len(live) > 1:
+            self.controlled_shutdown(rng.choice(live))
+        elif roll < 0.89:
+            self.reassign()
+        elif roll < 0.895:
+            self.cancel_reassignments()
         elif roll < 0.90:
+            self.controller_event(PreferredReplicaElection(tuple(self.tps), from_admin_path=False))
+        elif roll < 0.905:
+            self.controller_event(AutoPreferredReplicaLeaderElection(self.now_ms))
+        elif roll < 0.93:
             self.advance(LAG_MS // 2)
         self.leader_checks()
         self.complete_produces()
