@@ -291,3 +291,36 @@ def test_huge_array_count_is_rejected_without_allocating() -> None:
     # Metadata v1: topics array with 2**31-1 entries claimed, 4 bytes present.
     with pytest.raises(codec.MalformedMessage):
         codec.decode_request(3, 1, b"\x7f\xff\xff\xff" + b"\x00" * 4)
+
+
+@pytest.mark.slow  # imports ~450 kio schema modules
+def test_every_known_request_version_survives_random_and_mutated_bodies() -> None:
+    """Random bodies and byte-mutated valid bodies for every (api_key, version) we can
+    decode: MalformedMessage or a value, never a crash (a crash here kills pytest)."""
+    import random
+
+    from kio.schema.index import api_key_map
+
+    rng = random.Random(20261121)
+    keys = sorted(set(api_key_map) | {4, 5, 6, 7})
+    checked = 0
+    for api_key in keys:
+        for version in codec.known_versions(api_key):
+            for _ in range(6):
+                body = rng.randbytes(rng.randrange(0, 48))
+                if rng.random() < 0.5:
+                    # Sprinkle large varints / counts where a length is likely to be read.
+                    position = rng.randrange(0, len(body) + 1)
+                    body = (
+                        body[:position]
+                        + rng.choice(
+                            [b"\xff\xff\xff\xff\x0f", b"\x7f\xff\xff\xff", b"\x80\x80\x80\x80\x08"]
+                        )
+                        + body[position:]
+                    )
+                try:
+                    codec.decode_request(api_key, version, body)
+                except codec.MalformedMessage:
+                    pass
+                checked += 1
+    assert checked > 1000
