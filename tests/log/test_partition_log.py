@@ -87,6 +87,9 @@ def test_read_returns_whole_batches_within_max_bytes(tmp_path: Path) -> None:
     ]
     one = sizes[0]
     assert log.read(0, max_bytes=one * 2 + 5).size == one * 2
+    assert log.read(0, max_bytes=one * 2 + 5).next_offset == 20
+    assert log.read(0, max_bytes=1).next_offset == 10
+    assert log.read(30, max_bytes=1 << 20).next_offset == 50
     assert log.read(12, max_bytes=one).regions[0].position == one
     assert log.read(0, max_bytes=1).size == one  # min_one_batch (KIP-74)
     assert log.read(0, max_bytes=1, min_one_batch=False).size == 0

@@ -145,6 +145,8 @@ class FetchData:
 
     fetch_offset: int
     regions: tuple[FileRegion, ...]
+    next_offset: int = -1
+    """Where the next read continues (after the last batch returned); -1 when empty."""
 
     @property
     def size(self) -> int:
@@ -724,15 +726,15 @@ class PartitionLog:
                     bound = segment.translate_offset(max_offset, first.position)
                     if bound is not None:
                         limit = min(limit, bound.position)
-                end = segment.batch_end_within(first.position, limit)
+                end, next_offset = segment.batch_end_within(first.position, limit)
                 if end == first.position:
                     if not min_one_batch:
                         return empty
-                    end = first.position + first.size
+                    end, next_offset = first.position + first.size, first.next_offset
                 region = FileRegion(
                     segment.log_path, first.position, end - first.position, segment.inode
                 )
-                return FetchData(start_offset, (region,))
+                return FetchData(start_offset, (region,), next_offset)
             return empty
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
