@@ -143,6 +143,7 @@ class GroupService:
         self._waiters: dict[RequestId, _Waiter] = {}
         self._request_ids = itertools.count(1)
         self._wakeup = trio.Event()
+        self._timer_deadline_ms = 0
         self._create_lock = trio.Lock()
 
     @staticmethod
@@ -289,7 +290,9 @@ class GroupService:
         if error is not None:
             self._unload(current.partition)
             return error
-        self._wakeup.set()
+        coordinator = current.coordinator
+        if coordinator is not None and coordinator.next_deadline_ms() < self._timer_deadline_ms:
+            self._wakeup.set()  # the timer sleeps past a deadline this call created
         return value
 
     async def _append(
@@ -480,6 +483,7 @@ class GroupService:
             for current in list(self._partitions.values()):
                 if current.coordinator is not None:
                     deadline_ms = min(deadline_ms, current.coordinator.next_deadline_ms())
+            self._timer_deadline_ms = deadline_ms
             with trio.move_on_after(max(deadline_ms - now_ms, 0) / 1000):
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
