@@ -398,3 +398,13 @@ def test_unclean_election_on_request_only_for_leaderless_partitions() -> None:
     assert driver.state(T0).leader == 2 and driver.state(T0).isr == ids(2)
     assert [(e.tp, e.unclean) for e in step.elections] == [(T0, True)]
     assert step.failed_elections == ((T1, ElectionFailureReason.ELECTION_NOT_NEEDED),)
+
+
+def test_a_deposed_controller_sends_nothing_even_without_writes() -> None:
+    driver = started((1, 2, 3), {0: (1, 2, 3)})
+    tree = driver.tree
+    Driver.elect(tree, 2)  # epoch 2 elsewhere; broker 1 did not notice yet
+    register(tree, 4)
+    step = driver.run(BrokerChange(tree.brokers()))  # would be UpdateMetadata only
+    assert step.resigned and step.requests == ()
+    assert driver.failed_multis == 1

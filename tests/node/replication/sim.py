@@ -43,11 +43,11 @@ from trafka.node.controller.events import (
     BrokerChange,
     CancelReassignment,
     ControlledShutdown,
-    PartitionReassignment,
-    PreferredReplicaElection,
     ControllerEvent,
     ControllerFailover,
     IsrChangeNotification,
+    PartitionReassignment,
+    PreferredReplicaElection,
     TopicChange,
     WritesFailed,
 )
@@ -56,6 +56,12 @@ from trafka.node.controller.payloads import (
     ISR_CHANGE_NOTIFICATION_PATH,
     partition_state_path,
     to_znode_partitions,
+)
+from trafka.node.replication.fencing import (
+    ControllerEpochFence,
+    Role,
+    check_current_leader_epoch,
+    leader_and_isr_role,
 )
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, Offset, TopicPartition, ZkVersion
 from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
@@ -123,7 +129,7 @@ class SimBroker:
     logs: dict[TopicPartition, ReplicaLog]
     alive: bool = True
     isolated: bool = False
-    controller_epoch_seen: int = 0
+    fence: ControllerEpochFence = field(default_factory=ControllerEpochFence)
     leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     leaders: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
     following: dict[TopicPartition, Follow] = field(default_factory=dict)
@@ -214,15 +220,15 @@ class SimCluster:
         request = send.request
         if not broker.alive:
             return
+        if broker.fence.admit(request.controller_epoch) is not ErrorCode.none:
+            self.trace.append(
+                f"{broker.broker_id} rejects controller epoch {request.controller_epoch}"
+            )
+            return  # STALE_CONTROLLER_EPOCH
         if isinstance(request, LeaderAndIsrRequest):
-            if request.controller_epoch < broker.controller_epoch_seen:
-                return  # STALE_CONTROLLER_EPOCH
-            broker.controller_epoch_seen = request.controller_epoch
             for state in request.partition_states:
                 self._leader_and_isr(broker, state)
         elif isinstance(request, StopReplicaRequest):
-            if request.controller_epoch < broker.controller_epoch_seen:
-                return
             for tp in request.partitions:
                 broker.leaders.pop(tp, None)
                 broker.following.pop(tp, None)
@@ -233,11 +239,18 @@ class SimCluster:
 
     def _leader_and_isr(self, broker: SimBroker, state: LeaderAndIsrPartitionState) -> None:
         tp = state.tp
-        if state.leader_epoch <= broker.leader_epochs.get(tp, -1):
-            return  # not newer: ignored (EXT-06)
+        current = broker.leader_epochs.get(tp)
+        decision = leader_and_isr_role(
+            BrokerId(broker.broker_id),
+            state.leader,
+            state.leader_epoch,
+            None if current is None else LeaderEpoch(current),
+        )
+        if decision.role is Role.IGNORE:
+            return  # not newer (EXT-06)
         broker.leader_epochs[tp] = state.leader_epoch
         log = broker.logs[tp]
-        if state.leader == broker.broker_id:
+        if decision.role is Role.LEADER:
             broker.following.pop(tp, None)
             log.epochs.assign(state.leader_epoch, log.log_end_offset)
             leader = PartitionLeaderState.become_leader(
@@ -302,8 +315,13 @@ class SimCluster:
         if not source.alive or source.isolated or follower.isolated:
             return
         leader = source.leaders.get(tp)
-        if leader is None or leader.leader_epoch != follow.leader_epoch:
-            return  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+        if leader is None:
+            return  # NOT_LEADER_OR_FOLLOWER
+        if (
+            check_current_leader_epoch(leader.leader_epoch, follow.leader_epoch)
+            is not ErrorCode.none
+        ):
+            return  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)
         log, leader_log = follower.logs[tp], source.logs[tp]
         if not follow.truncated:
             asked = follow.ask_epoch if follow.ask_epoch is not None else request_epoch(log.epochs)
@@ -454,7 +472,7 @@ class SimCluster:
         broker.leaders.clear()
         broker.following.clear()
         broker.leader_epochs.clear()
-        broker.controller_epoch_seen = 0
+        broker.fence = ControllerEpochFence()
         for log in broker.logs.values():
             if lose_unflushed:
                 log.truncate_to(log.flushed)

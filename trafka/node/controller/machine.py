@@ -215,15 +215,19 @@ class Controller:
         context = self.context
         assert context is not None
         step = self._step
+        requests = tuple(self._flush_requests(context, step.batch))
         writes: tuple[ZnodeOp, ...] = ()
         if step.epoch_write is not None:
             writes = (step.epoch_write, *step.writes)
-        elif step.writes:
+        elif step.writes or requests or step.answers:
+            # Even a step that writes nothing is fenced before it talks to brokers: a
+            # controller that lost its epoch resigns instead of sending (one controller per
+            # epoch, KR-04); brokers still reject older epochs themselves (EXT-06).
             fence = CheckVersion(CONTROLLER_EPOCH_PATH, context.controller_epoch_zk_version)
             writes = (fence, *step.writes)
         return ControllerStep(
             writes=writes,
-            requests=tuple(self._flush_requests(context, step.batch)),
+            requests=requests,
             timers=tuple(step.timers),
             answers=tuple(step.answers),
             elections=tuple(step.elections),
