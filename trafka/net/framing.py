@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -94,12 +94,17 @@ class FrameReader:
         self._end += received
         return received
 
-    async def next_frame(self) -> bytes | memoryview | None:
+    async def next_frame(
+        self, reserve: Callable[[int], Awaitable[None]] | None = None
+    ) -> bytes | memoryview | None:
         """The next frame's payload, or None on a clean end of stream between frames.
 
         Raises FrameTooLarge before allocating for an oversize or negative prefix, and
-        TruncatedFrame when the stream ends inside a frame.
+        TruncatedFrame when the stream ends inside a frame. `reserve(size)` is awaited once
+        per frame after its size is known and before its body is read or allocated (the
+        server's byte budgets).
         """
+        reserved = False
         while True:
             available = self._end - self._start
             if available >= _SIZE_BYTES:
@@ -108,6 +113,9 @@ class FrameReader:
                 )
                 if size < 0 or size > self._limit:
                     raise FrameTooLarge(size, self._limit)
+                if reserve is not None and not reserved:
+                    await reserve(size)
+                    reserved = True
                 if available - _SIZE_BYTES >= size:
                     begin = self._start + _SIZE_BYTES
                     self._start = begin + size

@@ -25,9 +25,13 @@ A handler returns a message object (encoded with `trafka.net.codec`), an `Encode
 (pre-encoded body chunks, may include `FileRegion`), or None for "no response" (Produce
 acks=0). A handler that raises is logged and its connection closed; others are unaffected.
 
-Limits (Kafka's names): ``socket.request.max.bytes``, ``max.connections``,
+Limits (Kafka's names): ``socket.request.max.bytes`` (per frame, and per connection for the
+bytes of requests read but not yet answered), ``queued.max.request.bytes`` (the same over all
+connections; unbounded by default, as in Kafka), ``max.connections``,
 ``max.connections.per.ip`` (a connection over a limit is accepted and closed at once),
-``connections.max.idle.ms``.
+``connections.max.idle.ms``. Memory per connection is thus bounded by about
+2 x socket.request.max.bytes of requests plus the responses of at most
+`max_in_flight_requests` requests.
 
 NOT implemented: SSL and SASL listeners (PLAINTEXT only), quotas/throttling,
 ``max.connections.per.ip.overrides``, per-listener ``max.connections``, KIP-306
@@ -73,6 +77,10 @@ class ServerConfig:
     #: queued.max.requests=500; per connection is what keeps one client from hogging it).
     max_in_flight_requests: int = 64
     receive_buffer_bytes: int = 64 * 1024
+    #: ``queued.max.request.bytes``: request bytes read but not yet answered, over all
+    #: connections; 0 or negative = unbounded (Kafka's default -1). Each connection is also
+    #: bounded by ``socket.request.max.bytes`` of such bytes.
+    queued_max_request_bytes: int = -1
 
     def __post_init__(self) -> None:
         for name in (
@@ -141,6 +149,33 @@ RequestHandler = Callable[[RequestContext], Awaitable[Any]]
 """Returns a response message object, an EncodedResponse, or None (no response)."""
 
 
+class ByteBudget:
+    """Bytes of request frames between "read" and "answered".
+
+    A reader reserves a frame's size after reading its size prefix and before reading or
+    allocating its body, waiting while the reservation would exceed the limit (a single
+    frame is always admitted when nothing is reserved, so progress is guaranteed).
+    """
+
+    __slots__ = ("_freed", "limit", "used")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = trio.Event()
+
+    async def reserve(self, size: int) -> None:
+        while self.limit is not None and self.used > 0 and self.used + size > self.limit:
+            await self._freed.wait()
+        self.used += size
+
+    def give_back(self, size: int) -> None:
+        if size:
+            self.used -= size
+            self._freed.set()
+            self._freed = trio.Event()
+
+
 class _CloseConnection(Exception):
     """Raised inside a connection to close it after logging."""
 
@@ -149,6 +184,7 @@ class _CloseConnection(Exception):
 class _Pending:
     """One request's slot in the connection's response order."""
 
+    request_bytes: int
     done: trio.Event = field(default_factory=trio.Event)
     chunks: list[Chunk] | None = None
     failed: bool = False
@@ -180,6 +216,8 @@ class _Connection:
         self.last_activity = trio.current_time()
         config = server.config
         self.slots = trio.Semaphore(config.max_in_flight_requests)
+        self.budget = ByteBudget(config.socket_request_max_bytes)
+        self.in_flight_bytes = 0
         self.order_send, self.order_receive = trio.open_memory_channel[_Pending](math.inf)
         self.reader = FrameReader(
             self.socket,
@@ -191,6 +229,14 @@ class _Connection:
         return f"{self.peer_host}:{self.peer_port} on {self.listener_name}"
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            # Frames read but never answered (connection closed) free the shared budget.
+            self.server.budget.give_back(self.in_flight_bytes)
+            self.in_flight_bytes = 0
+
+    async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_loop, nursery.cancel_scope)
             nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
@@ -208,13 +254,14 @@ class _Connection:
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         while True:
             await self.slots.acquire()
-            frame = await self.reader.next_frame()
+            frame = await self.reader.next_frame(self._reserve)
             if frame is None:
                 self.slots.release()
                 return
             self.last_activity = trio.current_time()
+            size = len(frame)
             prepared = self._prepare(frame)
-            pending = _Pending()
+            pending = _Pending(request_bytes=size)
             self.in_flight += 1
             self.order_send.send_nowait(pending)
             if isinstance(prepared, RequestContext):
@@ -222,6 +269,12 @@ class _Connection:
             else:
                 pending.chunks = prepared
                 pending.done.set()
+
+    async def _reserve(self, size: int) -> None:
+        """Admit a frame of `size` bytes against the connection's and the server's budget."""
+        await self.budget.reserve(size)
+        await self.server.budget.reserve(size)
+        self.in_flight_bytes += size
 
     def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
         """Parse and check one request; raise _CloseConnection (or a header/codec error) to
@@ -301,6 +354,9 @@ class _Connection:
                     self.last_activity = trio.current_time()
                 self.in_flight -= 1
                 self.slots.release()
+                self.in_flight_bytes -= pending.request_bytes
+                self.budget.give_back(pending.request_bytes)
+                self.server.budget.give_back(pending.request_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             log.debug("write to %s failed: %r", self.describe(), error)
         cancel_scope.cancel()
@@ -329,6 +385,8 @@ class KafkaServer:
         self.supported = supported
         self.config = config or ServerConfig()
         self._connections_by_ip: dict[str, int] = {}
+        limit = self.config.queued_max_request_bytes
+        self.budget = ByteBudget(limit if limit > 0 else None)
         self._connection_count = 0
 
     @property
