@@ -408,3 +408,18 @@ def test_a_deposed_controller_sends_nothing_even_without_writes() -> None:
     step = driver.run(BrokerChange(tree.brokers()))  # would be UpdateMetadata only
     assert step.resigned and step.requests == ()
     assert driver.failed_multis == 1
+
+
+def test_reassignment_removes_a_dead_old_replica_from_the_isr() -> None:
+    # Found by the simulation: a removed replica already Offline (its broker died before a
+    # controller failover) must still leave the ISR at step 8.
+    driver = started((1, 2, 3, 4), {0: (1, 2, 3)})
+    tree = driver.tree
+    write_plan(tree, {T0: (1, 2, 4)})
+    driver.run(PartitionReassignment(tree.reassignment()))
+    unregister(tree, 3)
+    successor = Driver.elect(tree, 2)  # broker 3 dead at failover: still in the ISR
+    assert 3 in successor.state(T0).isr
+    successor.run(leader_changes_isr(tree, T0, (*successor.state(T0).isr, 4)))
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 4)
+    assert successor.state(T0).isr == ids(1, 2, 4)

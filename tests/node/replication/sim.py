@@ -572,6 +572,8 @@ class SimCluster:
             raise InvariantViolation(f"invalid transitions: {controller.invalid_transitions}")
         for tp in self.tps:
             versioned = self.tree.partition_state(tp)
+            if versioned is not None and not set(versioned.data.isr) <= set(self.assigned(tp)):
+                raise InvariantViolation(f"ISR of {tp} outside its replicas: {versioned.data}")
             cached = controller.context.leadership.get(tp)
             if versioned is None or cached is None:
                 continue

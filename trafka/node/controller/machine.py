@@ -807,6 +807,8 @@ class Controller:
         else:
             self._partitions_to(context, [tp], P.ONLINE, Strategy.REASSIGNED)
         removed = [(tp, r) for r in current if r not in target]  # steps 8-9
+        for _, replica in removed:  # even if already Offline (a dead broker at failover)
+            self._remove_replica_from_isr(context, tp, replica)
         self._replicas_to(context, removed, R.OFFLINE)
         self._replicas_to(context, removed, R.REPLICA_DELETION_STARTED)
         self._replicas_to(context, removed, R.REPLICA_DELETION_SUCCESSFUL)

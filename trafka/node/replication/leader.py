@@ -142,7 +142,8 @@ class PartitionLeaderState:
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=min_insync_replicas,
         )
-        for replica in replicas:
+        # ISR members outside the assignment (a stale request) still hold the HW back.
+        for replica in (*replicas, *(r for r in isr if r not in replicas)):
             if replica != local_broker:
                 caught_up = now_ms if replica in isr else 0
                 state.followers[replica] = FollowerState(last_caught_up_time_ms=caught_up)
