@@ -20,7 +20,8 @@ Flows, as the seeds give them:
 - `TopicDeletion`, `StopReplicaResponse` -> the TopicDeletionManager (CTL-27..30).
 - `PartitionReassignment`, `IsrChangeNotification` -> onPartitionReassignment in the seeds'
   11 steps (CTL-31..35); AR in the tree is written last.
-- `PreferredReplicaElection`, `AutoPreferredReplicaLeaderElection` -> CTL-36..38, EXT-11.
+- `PreferredReplicaElection`, `AutoPreferredReplicaLeaderElection` -> CTL-36..38, EXT-11;
+  `UncleanLeaderElection` -> ElectLeaders UNCLEAN for leaderless partitions.
 - `ControlledShutdown` -> CTL-43, EXT-12.
 - `WritesFailed` -> reload from the tree and redo (CTL-42 step 3.3), or resign.
 
@@ -30,8 +31,10 @@ Deliberate simplifications (written down, STYLE 11):
   controller reloads everything from the tree, rather than re-reading one partition.
 - StopReplica(delete) errors are retried as soon as the topic's other replicas answered.
 - Replica placement for reassignment targets is the caller's (ktool); targets must be live.
-- Not implemented: replication throttles, reassignment cancellation, KIP-455's
-  adding/removing replicas fields, log-dir events, unclean election through ElectLeaders.
+- `CancelReassignment` is a reassignment back to OAR; OAR survives failover in the topic
+  znode's `adding_replicas` (KIP-455 layout, written in phase A, cleared at step 10).
+- Not implemented: replication throttles (`*.replication.throttled.*`), log-dir events,
+  KIP-455's incremental API semantics beyond cancel.
 """
 
 from __future__ import annotations
