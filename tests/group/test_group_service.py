@@ -1,0 +1,269 @@
+"""The trio shell around the coordinator, against an in-memory broker (no processes).
+
+Covers what the single-node cluster tests cannot: leadership moving away and back
+(NOT_COORDINATOR, then a reload from the log), failed appends, and the timer task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.group.config import OFFSETS_TOPIC
+from trafka.group.hashing import partition_for
+from trafka.group.messages import (
+    CommitPartition,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    Protocol,
+    SyncGroupRequest,
+    TopicPartition,
+)
+from trafka.log.batch import set_base_offset
+from trafka.log.records import iter_batches
+from trafka.node.group_service import GroupService
+
+NUM_PARTITIONS = 4
+
+
+@dataclass
+class Config:
+    values: dict[str, int]
+
+    def get_int(self, key: str) -> int:
+        return self.values[key]
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+
+
+@dataclass
+class TopicState:
+    partitions: dict[int, PartitionState]
+
+
+@dataclass
+class Result:
+    error_code: int = 0
+    records: bytes | None = None
+    offset: int = 0
+
+
+@dataclass
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass
+class FakeReplicaManager:
+    logs: dict[int, list[bytes]] = field(default_factory=dict)
+    append_error: int = 0
+
+    async def append(
+        self, topic: str, partition: int, records: bytes, *, required_acks: int, timeout_ms: int
+    ) -> Result:
+        assert topic == OFFSETS_TOPIC and required_acks == -1
+        if self.append_error:
+            return Result(self.append_error)
+        log = self.logs.setdefault(partition, [])
+        next_offset = sum(b.records[-1].offset + 1 - b.records[0].offset for b in map(_one, log))
+        batch = bytearray(records)
+        set_base_offset(batch, 0, next_offset)
+        log.append(bytes(batch))
+        return Result()
+
+    def read(
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, isolation_level: int
+    ) -> Result:
+        batches = [b for b in self.logs.get(partition, []) if _one(b).records[-1].offset >= offset]
+        return Result(records=b"".join(batches))
+
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, isolation_level: int
+    ) -> Result:
+        return Result(offset=0)
+
+
+def _one(batch: bytes) -> Any:
+    return next(iter(iter_batches(batch)))
+
+
+@dataclass
+class FakeBroker:
+    node_id: int = 1
+    topic: TopicState | None = None
+    replica_manager: FakeReplicaManager = field(default_factory=FakeReplicaManager)
+    config: Config = field(
+        default_factory=lambda: Config(
+            {
+                "group.initial.rebalance.delay.ms": 0,
+                "group.min.session.timeout.ms": 10,
+                "group.max.session.timeout.ms": 60_000,
+                "group.max.size": 100,
+                "offsets.retention.minutes": 10080,
+                "offsets.retention.check.interval.ms": 600_000,
+                "offsets.topic.num.partitions": NUM_PARTITIONS,
+                "offsets.topic.replication.factor": 3,
+                "offsets.topic.segment.bytes": 1 << 20,
+                "offsets.commit.timeout.ms": 5000,
+            }
+        )
+    )
+    brokers: dict[int, BrokerInfo] = field(
+        default_factory=lambda: {1: BrokerInfo(1, "127.0.0.1", 9092)}
+    )
+
+    @property
+    def topics(self) -> FakeBroker:
+        return self
+
+    def get(self, name: str) -> TopicState | None:
+        return self.topic if name == OFFSETS_TOPIC else None
+
+    def partition(self, name: str, partition: int) -> PartitionState | None:
+        if self.topic is None or name != OFFSETS_TOPIC:
+            return None
+        return self.topic.partitions.get(partition)
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    async def refresh_brokers(self) -> None:
+        pass
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        factor: int,
+        assignments: Any,
+        configs: Any,
+        *,
+        validate_only: bool,
+    ) -> TopicState:
+        assert name == OFFSETS_TOPIC and factor == 1 and configs["cleanup.policy"] == "compact"
+        self.topic = TopicState({p: PartitionState(1, 0) for p in range(partitions)})
+        return self.topic
+
+
+def join_request(member_id: str = "", *, rebalance_timeout_ms: int = 30_000) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group_id="g",
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(Protocol("range", b"meta"),),
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        client_id="c",
+        client_host="/127.0.0.1",
+        api_version=5,
+    )
+
+
+async def form_group(service: GroupService, rebalance_timeout_ms: int = 30_000) -> tuple[str, int]:
+    first = await service.join_group(join_request())
+    assert first.error == ErrorCode.member_id_required
+    joined = await service.join_group(
+        join_request(first.member_id, rebalance_timeout_ms=rebalance_timeout_ms)
+    )
+    assert joined.error == ErrorCode.none and joined.leader == first.member_id
+    synced = await service.sync_group(
+        SyncGroupRequest(
+            "g",
+            joined.generation_id,
+            first.member_id,
+            None,
+            None,
+            None,
+            ((first.member_id, b"assignment"),),
+        ),
+        10_000,
+    )
+    assert synced.error == ErrorCode.none and synced.assignment == b"assignment"
+    return first.member_id, joined.generation_id
+
+
+def commit(member_id: str, generation: int, offset: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        "g", generation, member_id, None, -1, (CommitPartition("t", 0, offset, 2, "m"),)
+    )
+
+
+async def test_find_coordinator_creates_the_offsets_topic() -> None:
+    broker = FakeBroker()
+    service = GroupService(broker)  # type: ignore[arg-type]
+    error, info = await service.find_coordinator("g")
+    assert error == ErrorCode.none and info is not None and info.node_id == 1
+    assert broker.topic is not None and len(broker.topic.partitions) == NUM_PARTITIONS
+
+
+async def test_failover_answers_not_coordinator_then_reloads_from_the_log() -> None:
+    broker = FakeBroker()
+    service = GroupService(broker)  # type: ignore[arg-type]
+    await service.find_coordinator("g")
+    member_id, generation = await form_group(service)
+    errors = await service.offset_commit(commit(member_id, generation, 42))
+    assert [e.error for e in errors] == [ErrorCode.none]
+    partition = partition_for("g", NUM_PARTITIONS)
+    assert broker.replica_manager.logs[partition]  # group metadata + offset records
+
+    assert broker.topic is not None
+    broker.topic.partitions[partition] = PartitionState(leader=2, leader_epoch=1)
+    heartbeat = HeartbeatRequest("g", generation, member_id, None)
+    assert await service.heartbeat(heartbeat) == ErrorCode.not_coordinator
+    assert (await service.offset_fetch("g", None)).error == ErrorCode.not_coordinator
+
+    broker.topic.partitions[partition] = PartitionState(leader=1, leader_epoch=2)
+    fetched = await service.offset_fetch("g", (TopicPartition("t", 0),))
+    assert [(p.offset, p.leader_epoch, p.metadata) for p in fetched.partitions] == [(42, 2, "m")]
+    assert await service.heartbeat(heartbeat) == ErrorCode.none  # loaded Stable, same generation
+    description = await service.describe_group("g")
+    assert description.state == "Stable" and description.members[0].assignment == b"assignment"
+
+
+async def test_failed_append_reports_and_rebuilds_from_the_log() -> None:
+    broker = FakeBroker()
+    service = GroupService(broker)  # type: ignore[arg-type]
+    await service.find_coordinator("g")
+    member_id, generation = await form_group(service)
+    assert [e.error for e in await service.offset_commit(commit(member_id, generation, 1))] == [
+        ErrorCode.none
+    ]
+    broker.replica_manager.append_error = int(ErrorCode.not_leader_or_follower)
+    failed = await service.offset_commit(commit(member_id, generation, 2))
+    assert [e.error for e in failed] == [ErrorCode.not_coordinator]
+    broker.replica_manager.append_error = 0
+    fetched = await service.offset_fetch("g", (TopicPartition("t", 0),))
+    assert fetched.partitions[0].offset == 1  # the unacknowledged commit is not there
+
+
+async def test_the_timer_completes_a_rebalance_at_its_timeout() -> None:
+    broker = FakeBroker()
+    service = GroupService(broker)  # type: ignore[arg-type]
+    await service.find_coordinator("g")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        member_id, generation = await form_group(service, rebalance_timeout_ms=300)
+        second = await service.join_group(join_request())
+        with trio.fail_after(5):
+            # The new member's join is parked until the old one rejoins or 300 ms pass.
+            joined = await service.join_group(
+                join_request(second.member_id, rebalance_timeout_ms=300)
+            )
+        assert joined.error == ErrorCode.none
+        assert joined.generation_id == generation + 1
+        assert (
+            await service.heartbeat(HeartbeatRequest("g", generation, member_id, None))
+            == ErrorCode.unknown_member_id
+        )
+        nursery.cancel_scope.cancel()
