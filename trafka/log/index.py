@@ -15,8 +15,8 @@ preallocated to `segment.index.bytes` (rounded down to a whole entry; the tail i
 trimmed to its entries when the segment rolls or the log closes (SEEDS LOG-13). A read-only
 index is read once into memory; entries live in two `array`s so lookups are `bisect`.
 
-Writes are `os.pwrite` at `entries * entry_size` (one syscall per entry, an entry every
-`index.interval.bytes`), not mmap: the file bytes are Kafka's either way.
+Appends touch memory only; `sync` (called by flush, roll and close) writes the new entries
+with one `os.pwrite`. Not mmap: the file bytes are Kafka's either way.
 
 Loading strips trailing all-zero entries (the unused preallocated tail of a file that was
 not trimmed because the process died) and `sanity_check` rejects anything else out of
@@ -57,6 +57,8 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
         self._fd: int | None = None
+        self._written = 0
+        """Entries already written to the file; later ones are written by `sync`."""
 
     @property
     def writable(self) -> bool:
@@ -79,6 +81,7 @@ class _IndexFile:
         """Shrink the file to its entries and close it for writing (roll, close)."""
         if self._fd is None:
             return
+        self.sync()
         os.ftruncate(self._fd, len(self) * self.entry_size)
         os.fsync(self._fd)
         os.close(self._fd)
@@ -86,20 +89,36 @@ class _IndexFile:
 
     def flush(self) -> None:
         if self._fd is not None:
+            self.sync()
             os.fsync(self._fd)
+
+    def sync(self) -> None:
+        """Write the entries appended since the last sync (one pwrite).
+
+        Appends only touch memory, like Kafka's mmap'ed indexes: an index on disk matters
+        only for segments below the recovery point, and those were flushed (which syncs)
+        or trimmed on roll (which syncs); later ones are rebuilt on recovery.
+        """
+        if self._fd is None or self._written >= len(self):
+            return
+        os.pwrite(self._fd, self._encode(self._written, len(self)), self._written * self.entry_size)
+        self._written = len(self)
+
+    def _encode(self, start: int, end: int) -> bytes:
+        raise NotImplementedError
 
     def close_without_trim(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def _write_entry(self, entry: bytes, slot: int) -> None:
+    def _check_writable(self) -> None:
         if self._fd is None:
             raise LogError(f"{self.path}: index is not open for append")
-        os.pwrite(self._fd, entry, slot * self.entry_size)
 
     def _truncate_file(self, entries: int) -> None:
         """After an in-memory truncation: zero the dropped slots (the file stays sized)."""
+        self._written = min(self._written, entries)
         if self._fd is not None:
             os.ftruncate(self._fd, entries * self.entry_size)
             os.ftruncate(self._fd, self.max_entries * self.entry_size)
@@ -138,6 +157,7 @@ class OffsetIndex(_IndexFile):
         for relative_offset, position in _OFFSET_ENTRY.iter_unpack(self._read_raw()):
             self._relative_offsets.append(relative_offset)
             self._positions.append(position)
+        self._written = len(self)
 
     def sanity_check(self, log_size: int) -> None:
         """Entries strictly ascending by offset, positions ascending and inside the log."""
@@ -155,9 +175,15 @@ class OffsetIndex(_IndexFile):
             raise LogError(f"{self.path}: offset {offset} not above the last index entry")
         if self.is_full:
             raise IndexFullError(f"{self.path}: full ({self.max_entries} entries)")
-        self._write_entry(_OFFSET_ENTRY.pack(relative, position), len(self._relative_offsets))
+        self._check_writable()
         self._relative_offsets.append(relative)
         self._positions.append(position)
+
+    def _encode(self, start: int, end: int) -> bytes:
+        return b"".join(
+            _OFFSET_ENTRY.pack(self._relative_offsets[i], self._positions[i])
+            for i in range(start, end)
+        )
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base, 0) if none."""
@@ -215,6 +241,7 @@ class TimeIndex(_IndexFile):
         for timestamp, relative_offset in _TIME_ENTRY.iter_unpack(self._read_raw()):
             self._timestamps.append(timestamp)
             self._relative_offsets.append(relative_offset)
+        self._written = len(self)
 
     def sanity_check(self, next_offset: int) -> None:
         """Timestamps strictly ascending, offsets ascending and inside the segment."""
@@ -237,9 +264,15 @@ class TimeIndex(_IndexFile):
             if skip_full_check:
                 return
             raise IndexFullError(f"{self.path}: full ({self.max_entries} entries)")
-        self._write_entry(_TIME_ENTRY.pack(timestamp, relative), len(self._timestamps))
+        self._check_writable()
         self._timestamps.append(timestamp)
         self._relative_offsets.append(relative)
+
+    def _encode(self, start: int, end: int) -> bytes:
+        return b"".join(
+            _TIME_ENTRY.pack(self._timestamps[i], self._relative_offsets[i])
+            for i in range(start, end)
+        )
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry at or below `timestamp`; (-1, base) if none."""

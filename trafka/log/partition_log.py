@@ -813,7 +813,7 @@ class PartitionLog:
             if offset < self._segments[0].base_offset:
                 self._truncate_fully(offset, self._last_now_ms)
                 return True
-            doomed = [segment for segment in self._segments if segment.base_offset >= offset]
+            doomed = [segment for segment in self._segments if segment.base_offset > offset]
             if doomed:
                 self._remove_segments(doomed)
             segment = self._segments[-1]
