@@ -19,6 +19,8 @@ from tests.spark.logdirs import (
     write_properties,
     write_segments,
 )
+from trafka.group.records import OffsetCommitRecord, OffsetCommitValue, encode_record
+from trafka.log.records import NewRecord, build_batch
 from trafka.spark.commands import EXIT_OK, EXIT_VIOLATIONS, check_command
 from trafka.spark.jobs import log_frame, run_export
 
@@ -217,7 +219,7 @@ def test_filter_pushdown_selects_the_same_rows(spark: Any, cluster: Cluster) -> 
     assert sorted(r["offset"] for r in rows) == list(range(12, 30))
 
 
-def test_check_clean_cluster_exits_zero_and_flipped_byte_is_located(
+def test_check_exits_zero_when_clean_and_locates_a_flipped_byte(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:
     report_path = tmp_path / "clean.json"
@@ -232,18 +234,31 @@ def test_check_clean_cluster_exits_zero_and_flipped_byte_is_located(
     broken = Cluster(str(copy_root), {b: str(copy_root / f"b{b}") for b in cluster.log_dirs})
     # Offset 2 is in the first batch of orders-0 (uncompressed): flip a bit of its value.
     flip_byte(broken.segment_path(3, "orders", 0), b"orders-0-value-00002")
+    # A group commits an offset beyond the end of orders-1 (both offsets replicas).
+    commit = encode_record(
+        OffsetCommitRecord("billing", "orders", 1, OffsetCommitValue(99, 3, "", 0))
+    )
+    beyond = build_batch([NewRecord(commit[1], key=commit[0], timestamp=0)], base_offset=4)
+    for broker in (1, 2):
+        with open(broken.segment_path(broker, "__consumer_offsets", 0), "ab") as handle:
+            handle.write(beyond)
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps(snapshot_with_reassignment()))
     report_path = tmp_path / "flipped.json"
-    assert check_command(_paths(broken), report=str(report_path)) == EXIT_VIOLATIONS
+    exit_code = check_command(_paths(broken), report=str(report_path), metadata=str(snapshot))
+    assert exit_code == EXIT_VIOLATIONS
     report = json.loads(report_path.read_text())
     errors = [v for v in report["violations"] if v["severity"] == "error"]
-    assert {v["check"] for v in errors} == {"corrupt_batch", "replica_divergence"}
-    for violation in errors:
-        assert (
-            violation["topic"],
-            violation["partition"],
-            violation["broker"],
-            violation["offset"],
-        ) == ("orders", 0, 3, 2)
+    located = {(v["check"], v["topic"], v["partition"], v["broker"], v["offset"]) for v in errors}
+    assert located == {
+        ("corrupt_batch", "orders", 0, 3, 2),
+        ("replica_divergence", "orders", 0, 3, 2),
+        ("committed_offset_beyond_log_end", "orders", 1, 1, 99),
+        # From the metadata: orders-0 has replica 4 outside the ISR (and no log dir here),
+        # orders-1's ISR [2, 1] leaves out broker 3 (whose log ends at 15).
+        ("under_replicated", "orders", 0, 4, None),
+        ("under_replicated", "orders", 1, 3, 15),
+    }
 
 
 def test_independent_writer_v2_and_v1_message_sets(spark: Any, tmp_path: Path) -> None:

@@ -21,7 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dirs", action="append", required=True, help="comma-separated")
     parser.add_argument("--metadata", help="quorum snapshot JSON (ktool quorum export)")
     parser.add_argument("--report", help="write the JSON report here")
-    parser.add_argument("--master", default=DEFAULT_MASTER)
+    parser.add_argument(
+        "--master",
+        default=None,
+        help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
+    )
     args = parser.parse_args(argv)
     return check_command(
         args.log_dirs, metadata=args.metadata, report=args.report, master=args.master

@@ -37,7 +37,7 @@ def export_command(
     *,
     fmt: str = "parquet",
     metadata: str | None = None,
-    master: str = DEFAULT_MASTER,
+    master: str | None = DEFAULT_MASTER,
 ) -> int:
     paths = split_log_dirs(log_dirs)
     if not paths:
@@ -62,7 +62,7 @@ def check_command(
     *,
     metadata: str | None = None,
     report: str | None = None,
-    master: str = DEFAULT_MASTER,
+    master: str | None = DEFAULT_MASTER,
 ) -> int:
     paths = split_log_dirs(log_dirs)
     if not paths:

@@ -21,7 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--format", choices=("parquet", "json"), default="parquet")
     parser.add_argument("--metadata", help="quorum snapshot JSON (ktool quorum export)")
-    parser.add_argument("--master", default=DEFAULT_MASTER)
+    parser.add_argument(
+        "--master",
+        default=None,
+        help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
+    )
     args = parser.parse_args(argv)
     return export_command(
         args.log_dirs, args.out, fmt=args.format, metadata=args.metadata, master=args.master

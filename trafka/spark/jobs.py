@@ -486,7 +486,7 @@ def _check_replicas_against_high_watermark(
     for key, replicas in sorted(by_partition.items()):
         hw = high_watermarks.get(key)
         meta = partitions_meta.get(key)
-        isr = set(meta["isr"]) if meta else set()
+        isr = set(meta["isr"] or ()) if meta else set()
         for replica in replicas:
             log_end = replica.log_end_offset or 0
             if hw is None or log_end >= hw:
@@ -505,6 +505,8 @@ def _check_replicas_against_high_watermark(
                 )
             )
     for key, meta in sorted(partitions_meta.items()):
+        if meta["isr"] is None:
+            continue  # no state znode: the ISR is unknown, not empty
         isr = set(meta["isr"])
         for broker in meta["replicas"]:
             if broker in isr:

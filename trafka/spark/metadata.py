@@ -16,7 +16,8 @@ Kafka's ZooKeeper paths and JSON. A payload that does not decode becomes a row i
 
 Tables (`TABLES` gives each one's Spark DDL): brokers, topics, topic_configs, partitions,
 reassignments, pending_deletions, controller, quorum_status, metadata_errors.
-`partitions.under_replicated` is `size(isr) < size(replicas)`; `reassignments` merges the
+`partitions.under_replicated` is `size(isr) < size(replicas)` (null, like `isr`, when the
+partition has no state znode yet); `reassignments` merges the
 `/admin/reassign_partitions` plan (ZK-era tools) with KIP-455's adding/removing replicas
 of `/brokers/topics/<t>`. Consumer-group offsets are not znodes: they are read from the
 `__consumer_offsets` log (`trafka.spark.offsets`).
@@ -290,7 +291,7 @@ def _partition(
             tables.error(state_path, error)
     adding = list(assignment.adding_replicas.get(partition, ()))
     removing = list(assignment.removing_replicas.get(partition, ()))
-    isr = list(state.isr) if state else []
+    isr = list(state.isr) if state else None
     leader = state.leader if state else -1
     tables.rows["partitions"].append(
         {
@@ -304,7 +305,7 @@ def _partition(
             "isr": isr,
             "controller_epoch": state.controller_epoch if state else None,
             "preferred_leader": replicas[0] if replicas else None,
-            "under_replicated": len(isr) < len(replicas),
+            "under_replicated": None if isr is None else len(isr) < len(replicas),
             "offline": leader < 0,
         }
     )

@@ -6,6 +6,7 @@
 * driver memory 2g, 4 shuffle partitions (the audit tables are small), UTC session time;
 * `spark.sql.python.filterPushdown.enabled=true` (the log source implements pushFilters,
   which Spark refuses to call otherwise);
+* `master=None` keeps the master spark-submit was given (else `local[*]`);
 * on a non-local master the `trafka` package is zipped and shipped with `addPyFile`
   (executors need the decoder); its dependencies (crc32c, lz4, zstandard, cramjam, pyarrow)
   must be installed on the executors.
@@ -68,8 +69,13 @@ def _package_zip() -> str:
     return path
 
 
+def under_spark_submit() -> bool:
+    """Whether spark-submit started this interpreter (it hands over a JVM gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def build_session(
-    master: str = DEFAULT_MASTER,
+    master: str | None = DEFAULT_MASTER,
     app_name: str = "trafka-audit",
     *,
     extra_conf: dict[str, str] | None = None,
@@ -82,13 +88,18 @@ def build_session(
 
     from trafka.spark.source import BatchDataSource, LogSegmentDataSource
 
+    if master is None and not under_spark_submit():
+        master = DEFAULT_MASTER
+    local = master is not None and is_local(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if is_local(master):
+    if local:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    if master is not None:  # None under spark-submit: keep its --master
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true")
         .config("spark.driver.memory", DRIVER_MEMORY)
@@ -96,7 +107,7 @@ def build_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.python.filterPushdown.enabled", "true")
     )
-    if is_local(master):
+    if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
@@ -107,7 +118,7 @@ def build_session(
     except Exception as error:  # the JVM failed to start: say so in one line
         raise AuditEnvironmentError(f"Spark could not start: {error}".splitlines()[0]) from None
     spark.sparkContext.setLogLevel("ERROR")
-    if not is_local(master):
+    if not is_local(spark.sparkContext.master or ""):
         spark.sparkContext.addPyFile(_package_zip())
     spark.dataSource.register(LogSegmentDataSource)
     spark.dataSource.register(BatchDataSource)
