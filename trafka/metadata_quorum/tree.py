@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NewType
@@ -589,6 +590,27 @@ class _Txn:
         self.ended_sessions.clear()
 
 
+def _result_signature(result: Result) -> bytes:
+    """A cheap canonical encoding of a result, for digests."""
+    if isinstance(result, CreateResult):
+        text = f"C{result.path}"
+    elif isinstance(result, ErrorResult):
+        text = f"E{int(result.code)}{result.path}"
+    elif isinstance(result, SessionResult):
+        text = f"S{result.session_id},{result.timeout_ms}"
+    elif isinstance(result, SetDataResult):
+        text = f"D{result.stat.mzxid},{result.stat.version}"
+    elif isinstance(result, MultiResult):
+        text = f"M{result.error_index}" + "".join(
+            _result_signature(r).decode("utf-8", "surrogatepass") for r in result.results
+        )
+    elif isinstance(result, NoopResult):
+        text = f"N{result.zxid}"
+    else:
+        text = type(result).__name__
+    return (text + "\x00").encode("utf-8", "surrogatepass")
+
+
 class ZNodeTree:
     """The replicated state: nodes, sessions, the request-id window and the zxid counter.
 
@@ -644,15 +666,35 @@ class ZNodeTree:
     def digest(self) -> str:
         """SHA-256 over the whole replicated state in a canonical order (for comparisons)."""
         hasher = hashlib.sha256()
-        hasher.update(f"zxid={self._last_zxid}\n".encode())
+        hasher.update(struct.pack("<q", self._last_zxid))
         for path in sorted(self._nodes):
             node = self._nodes[path]
             hasher.update(path.encode("utf-8", "surrogatepass") + b"\x00")
-            hasher.update(repr(node.stat()).encode() + b"\x00" + node.data + b"\x01")
+            hasher.update(
+                struct.pack(
+                    "<9q",
+                    node.czxid,
+                    node.mzxid,
+                    node.pzxid,
+                    node.ctime_ms,
+                    node.mtime_ms,
+                    node.version,
+                    node.cversion,
+                    node.ephemeral_owner,
+                    len(node.data),
+                )
+            )
+            hasher.update(node.data)
         for session_id in sorted(self._sessions):
-            hasher.update(repr(self._sessions[session_id].info()).encode())
+            session = self._sessions[session_id]
+            hasher.update(
+                struct.pack("<3q", session_id, session.timeout_ms, session.last_heartbeat_zxid)
+            )
+            hasher.update(session.owner.encode("utf-8", "surrogatepass") + b"\x00")
+            hasher.update("\x00".join(sorted(session.ephemerals)).encode("utf-8", "surrogatepass"))
         for request_id, result in self._recent.items():
-            hasher.update(request_id.encode("utf-8", "surrogatepass") + repr(result).encode())
+            hasher.update(request_id.encode("utf-8", "surrogatepass") + b"\x00")
+            hasher.update(_result_signature(result))
         return hasher.hexdigest()
 
     def _node_or_raise(self, path: str) -> _Node:
