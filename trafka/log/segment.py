@@ -41,6 +41,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
+POSITION_HINTS_MAX = 256
 SCAN_CHUNK_BYTES = 8 * 1024
 """Bytes read at a time when walking batch headers from an index entry (which is at most
 `index.interval.bytes` + one batch before the target)."""
@@ -252,6 +253,9 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
+        self._position_hints: dict[int, int] = {}
+        """offset -> position of a batch starting there: where recent reads ended and the
+        last append began, so a sequential reader finds its batch with one header read."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -372,6 +376,7 @@ class LogSegment:
             self._rolling_based_timestamp = entries[0].max_timestamp
         self.size = position + total
         self.next_offset = entries[-1].next_offset
+        self.remember_position(entries[0].base_offset, position + entries[0].position)
 
     def should_roll(
         self, *, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int
@@ -416,6 +421,12 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> EntryInfo | None:
         """The first batch whose last offset is >= `offset`, or None."""
+        hinted = self._position_hints.get(offset)
+        if hinted is not None and hinted >= start_position:
+            for info in self.iter_entries(hinted):
+                if info.base_offset == offset:
+                    return info
+                break
         _, position = self.offset_index.lookup(offset)
         for info in self.iter_entries(max(position, start_position)):
             if info.last_offset >= offset:
@@ -439,7 +450,15 @@ class LogSegment:
                 break
             end = info.position + info.size
             next_offset = info.next_offset
+        if next_offset >= 0 and end < self.size:
+            self.remember_position(next_offset, end)
         return end, next_offset
+
+    def remember_position(self, offset: int, position: int) -> None:
+        """Note that a batch starting at `offset` sits at `position` (bounded)."""
+        if len(self._position_hints) >= POSITION_HINTS_MAX:
+            self._position_hints.clear()
+        self._position_hints[offset] = position
 
     def read_bytes(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
@@ -471,6 +490,7 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
+        self._position_hints.clear()
         entries: list[EntryInfo] = []
         valid_end, reason = self._scan_valid(entries)
         truncated = self.size - valid_end
@@ -531,6 +551,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= `offset`; return the bytes dropped."""
+        self._position_hints.clear()
         info = self.translate_offset(offset)
         if info is None:
             return 0
