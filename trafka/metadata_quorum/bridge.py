@@ -423,6 +423,10 @@ class MetadataQuorum:
         nodes = self._read(lambda tree: list(tree.walk(server)))
         return [(self._client_path(p), d, s) for p, d, s in nodes]
 
+    def read_local(self, reader: Callable[[ZNodeTree], T]) -> T:
+        """Run `reader` on the local replica, atomically w.r.t. applies. Do not keep the tree."""
+        return self._read(reader)
+
     def events(self) -> trio.MemoryReceiveChannel[QuorumEvent]:
         """The node's one stream of fired watches and session events (bounded)."""
         return self._receive_events

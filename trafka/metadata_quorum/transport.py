@@ -35,11 +35,16 @@ quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
 from __future__ import annotations
 
 import enum
+import gzip
 import logging
 import os
+import pickle
+import struct
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
@@ -267,3 +272,69 @@ def _fsync_path(path: str, flags: int) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------
+# Offline, read-only access to a data dir (ktool quorum ... --data-dir)
+
+_JOURNAL_FIRST_RECORD_OFFSET = 24 + 8 + 4 + 4  # app name, app version, format, last offset
+_COMMAND_REGULAR = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DataDirState:
+    tree: ZNodeTree
+    term: int
+    commit_index: int
+    snapshot_index: int
+
+
+def load_data_dir(data_dir: Path) -> DataDirState:
+    """Rebuild a node's tree from its snapshot + journal without starting pysyncobj.
+
+    Read-only: nothing is written, no port is opened. Entries are applied up to the commit
+    index stored in `quorum.journal.meta` (written once a second, so the last second of
+    commits may be missing). The files are unpickled: point this only at a data dir you
+    trust (it is the node's own state, which the node itself unpickles at start).
+    Journal layout (pysyncobj 0.3.17 FileJournal): a 40-byte header whose last 4 bytes are
+    the end offset (u32 LE), then records `size u32 | idx u64 | term u64 | command | size`.
+    """
+    tree = ZNodeTree()
+    snapshot_index = 0
+    dump = data_dir / DUMP_FILE
+    if dump.exists():
+        with gzip.open(dump, "rb") as handle:
+            data = pickle.load(handle)
+        consumer_state = data[0][1]
+        tree = consumer_state["tree"]
+        snapshot_index = int(data[1][1])
+    meta: dict[str, Any] = {}
+    meta_path = data_dir / (JOURNAL_FILE + ".meta")
+    if meta_path.exists():
+        meta = pickle.loads(meta_path.read_bytes())
+    commit_index = int(meta.get("raftCommitIndex", 0))
+    journal_path = data_dir / JOURNAL_FILE
+    if journal_path.exists():
+        raw = journal_path.read_bytes()
+        end = struct.unpack_from("<I", raw, _JOURNAL_FIRST_RECORD_OFFSET - 4)[0]
+        offset = _JOURNAL_FIRST_RECORD_OFFSET
+        while offset < min(end, len(raw)):
+            (size,) = struct.unpack_from("<I", raw, offset)
+            idx, _term = struct.unpack_from("<QQ", raw, offset + 4)
+            command = raw[offset + 20 : offset + 4 + size]
+            offset += size + 8
+            if idx <= snapshot_index or idx > commit_index or not command:
+                continue
+            if command[0] != _COMMAND_REGULAR:
+                continue
+            call = pickle.loads(command[1:])
+            if isinstance(call, tuple) and len(call) >= 2 and call[1]:
+                entry = call[1][0]
+                if isinstance(entry, Entry):
+                    tree.apply(entry)
+    return DataDirState(
+        tree=tree,
+        term=int(meta.get("currentTerm", 0)),
+        commit_index=commit_index,
+        snapshot_index=snapshot_index,
+    )

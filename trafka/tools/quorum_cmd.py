@@ -1,0 +1,420 @@
+"""`ktool quorum`: kafka-metadata-quorum.sh and zookeeper-shell for the metadata quorum.
+
+    ktool quorum status       (kafka-metadata-quorum.sh describe --status)
+    ktool quorum replication  (kafka-metadata-quorum.sh describe --replication)
+    ktool quorum ls PATH | get PATH | stat PATH | tree [PATH] [--data]
+    ktool quorum export [--out FILE]     (the JSON snapshot of docs/metadata-quorum.md)
+
+Where the tree comes from (one of):
+
+* `--data-dir DIR`: a node's quorum data dir, read offline from its snapshot and journal.
+  Read-only; entries up to the commit index stored on disk (up to ~1 s behind a live node).
+* `--quorum-voters 1@h:p,... --secret-file F` (or `--secret S`): join the quorum as a
+  read-only learner for the duration of the command (no session is opened, nothing is
+  written to the log; the learner's journal lives in a temporary directory). Per-voter
+  offsets are only known to the leader, so `replication` prints -1 for them this way.
+
+Not implemented yet: `--bootstrap-server` (DescribeQuorum, API 55, and tree reads through a
+node's Kafka listener): that side belongs to the node and is wired there.
+
+The formatting functions (`format_status`, `format_replication`, `format_stat`, `format_ls`,
+`format_tree`) are pure and take plain values.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import trio
+import typer
+
+from trafka.metadata_quorum.bridge import MetadataQuorum
+from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
+from trafka.metadata_quorum.export import export_tree
+from trafka.metadata_quorum.status import QuorumStatus
+from trafka.metadata_quorum.transport import load_data_dir
+from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
+from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
+
+quorum_app = typer.Typer(
+    help="Describe the metadata quorum and browse its znode tree.", no_args_is_help=True
+)
+
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="A node's quorum data dir (read offline).")
+]
+VotersOption = Annotated[
+    str | None,
+    typer.Option("--quorum-voters", help="1@host:port,...: join as a read-only learner."),
+]
+SecretFileOption = Annotated[
+    Path | None, typer.Option("--secret-file", help="File with the cluster secret.")
+]
+SecretOption = Annotated[str | None, typer.Option("--secret", help="The cluster secret.")]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for the learner to catch up.")
+]
+
+LEARNER_NODE_ID = -1
+
+
+class QuorumCommandError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------
+# Pure formatting
+
+
+def format_status(status: QuorumStatus) -> str:
+    """The lines of `kafka-metadata-quorum.sh describe --status`."""
+    voters = ",".join(str(v.node_id) for v in status.voters)
+    observers = ",".join(str(o.node_id) for o in status.observers)
+    rows = [
+        ("ClusterId", status.cluster_id or "None"),
+        ("LeaderId", str(status.leader_id)),
+        ("LeaderEpoch", str(status.leader_epoch)),
+        ("HighWatermark", str(status.high_watermark)),
+        ("MaxFollowerLag", str(status.max_follower_lag)),
+        ("MaxFollowerLagTimeMs", str(status.max_follower_lag_time_ms)),
+        ("CurrentVoters", f"[{voters}]"),
+        ("CurrentObservers", f"[{observers}]"),
+    ]
+    return "\n".join(f"{name + ':':<24}{value}" for name, value in rows) + "\n"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "\t".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row))
+        for row in [header, *rows]
+    ]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def format_replication(status: QuorumStatus) -> str:
+    """The table of `kafka-metadata-quorum.sh describe --replication`."""
+    leader_end = status.leader_log_end_offset
+    rows = [
+        (
+            str(replica.node_id),
+            str(replica.log_end_offset),
+            str(replica.lag(leader_end)),
+            str(replica.last_fetch_timestamp_ms),
+            str(replica.last_caught_up_timestamp_ms),
+            replica.status,
+        )
+        for replica in sorted(
+            (*status.voters, *status.observers),
+            key=lambda r: (r.status != "Leader", r.status == "Observer", r.node_id),
+        )
+    ]
+    header = (
+        "NodeId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    )
+    return _table(header, rows)
+
+
+def _java_date(ms: int) -> str:
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%a %b %d %H:%M:%S UTC %Y")
+
+
+def format_stat(stat: Stat) -> str:
+    """zookeeper-shell's `stat` output."""
+    rows = [
+        ("cZxid", hex(stat.czxid)),
+        ("ctime", _java_date(stat.ctime_ms)),
+        ("mZxid", hex(stat.mzxid)),
+        ("mtime", _java_date(stat.mtime_ms)),
+        ("pZxid", hex(stat.pzxid)),
+        ("cversion", str(stat.cversion)),
+        ("dataVersion", str(stat.version)),
+        ("aclVersion", "0"),
+        ("ephemeralOwner", hex(stat.ephemeral_owner)),
+        ("dataLength", str(stat.data_length)),
+        ("numChildren", str(stat.num_children)),
+    ]
+    return "".join(f"{name} = {value}\n" for name, value in rows)
+
+
+def format_ls(children: Sequence[str]) -> str:
+    """zookeeper-shell's `ls`: `[a, b, c]`."""
+    return "[" + ", ".join(children) + "]\n"
+
+
+def format_data(data: bytes) -> str:
+    try:
+        return data.decode("utf-8") + "\n"
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode("ascii") + "\n"
+
+
+def format_tree(nodes: Sequence[tuple[str, bytes]], *, with_data: bool = False) -> str:
+    """One full path per line (depth first), optionally ` = <data>`."""
+    lines = []
+    for path, data in nodes:
+        lines.append(f"{path} = {format_data(data).rstrip()}" if with_data and data else path)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Sources
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a command needs: a tree (owned by the caller) and the quorum's status."""
+
+    tree: ZNodeTree
+    status: QuorumStatus
+    source: str
+
+
+def _cluster_id(tree: ZNodeTree) -> str:
+    try:
+        return ClusterId.from_json(tree.get(CLUSTER_ID)[0]).cluster_id
+    except (ZooKeeperError, ZNodeFormatError):
+        return ""
+
+
+def _from_data_dir(data_dir: Path) -> Snapshot:
+    if not data_dir.is_dir():
+        raise QuorumCommandError(f"{data_dir} is not a directory")
+    state = load_data_dir(data_dir)
+    status = QuorumStatus(
+        cluster_id=_cluster_id(state.tree),
+        node_id=-1,
+        leader_id=-1,
+        leader_epoch=state.term,
+        high_watermark=state.commit_index,
+        last_applied=state.commit_index,
+        is_leader=False,
+        has_quorum=False,
+        voters=(),
+        observers=(),
+        now_ms=int(time.time() * 1000),
+    )
+    return Snapshot(state.tree, status, "data-dir")
+
+
+async def _learner_snapshot(voters: str, secret: str, timeout_s: float, scratch: Path) -> Snapshot:
+    config = QuorumConfig(
+        node_id=LEARNER_NODE_ID,
+        voters=parse_voters(voters),
+        data_dir=scratch,
+        secret=secret,
+        open_session=False,
+        fsync_interval_ms=60_000,
+    )
+    quorum = MetadataQuorum(config)
+    try:
+        async with trio.open_nursery() as nursery:
+            await quorum.start(nursery)
+            with trio.move_on_after(timeout_s) as scope:
+                await quorum.wait_ready()
+            if scope.cancelled_caught:
+                raise QuorumCommandError(f"the quorum did not answer within {timeout_s} s")
+            # A private copy of the tree, so the command reads it after the learner stopped.
+            tree = quorum.read_local(lambda t: pickle.loads(pickle.dumps(t)))
+            status = quorum.status()
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await quorum.aclose()
+    return Snapshot(tree, status, "learner")
+
+
+def _snapshot(
+    data_dir: Path | None,
+    voters: str | None,
+    secret: str | None,
+    secret_file: Path | None,
+    timeout_s: float,
+) -> Snapshot:
+    if data_dir is not None:
+        return _from_data_dir(data_dir)
+    if voters:
+        with tempfile.TemporaryDirectory(prefix="ktool-quorum-") as scratch:
+            if not (secret or secret_file):
+                raise QuorumCommandError(
+                    "--secret or --secret-file is required with --quorum-voters"
+                )
+            key = load_secret(
+                Path(scratch),
+                parse_voters(voters),
+                secret,
+                str(secret_file) if secret_file else None,
+            )
+            return trio.run(_learner_snapshot, voters, key, timeout_s, Path(scratch))
+    raise QuorumCommandError(
+        "give --data-dir or --quorum-voters (--bootstrap-server is not wired yet)"
+    )
+
+
+def _run(action: Callable[[], str]) -> None:
+    try:
+        sys.stdout.write(action())
+    except (QuorumCommandError, QuorumConfigError, ZooKeeperError, OSError) as error:
+        print(f"Error: {error}", file=sys.stderr)
+        raise typer.Exit(code=1) from None
+
+
+# ---------------------------------------------------------------------------------------
+# Commands
+
+
+@quorum_app.command("status")
+def status_command(
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """Leader, epoch, high watermark, lag, voters and observers."""
+    _run(
+        lambda: format_status(
+            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).status
+        )
+    )
+
+
+@quorum_app.command("replication")
+def replication_command(
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """Per-replica log end offset, lag and fetch times."""
+    _run(
+        lambda: format_replication(
+            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).status
+        )
+    )
+
+
+@quorum_app.command("ls")
+def ls_command(
+    path: Annotated[str, typer.Argument(help="A znode path.")] = "/",
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """The children of a znode."""
+    _run(
+        lambda: format_ls(
+            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.children(path)
+        )
+    )
+
+
+@quorum_app.command("get")
+def get_command(
+    path: Annotated[str, typer.Argument(help="A znode path.")],
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """The data of a znode (UTF-8, or base64: when binary)."""
+    _run(
+        lambda: format_data(
+            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.get(path)[0]
+        )
+    )
+
+
+@quorum_app.command("stat")
+def stat_command(
+    path: Annotated[str, typer.Argument(help="A znode path.")],
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """The Stat of a znode (zookeeper-shell's layout)."""
+    _run(
+        lambda: format_stat(
+            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.get(path)[1]
+        )
+    )
+
+
+@quorum_app.command("tree")
+def tree_command(
+    path: Annotated[str, typer.Argument(help="Root of the listing.")] = "/",
+    with_data: Annotated[bool, typer.Option("--data", help="Show each node's data.")] = False,
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """Every path under a znode, depth first."""
+
+    def action() -> str:
+        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+        return format_tree([(p, d) for p, d, _ in tree.walk(path)], with_data=with_data)
+
+    _run(action)
+
+
+@quorum_app.command("export")
+def export_command(
+    out: Annotated[str, typer.Option("--out", help="Output file ('-' = stdout).")] = "-",
+    data_dir: DataDirOption = None,
+    quorum_voters: VotersOption = None,
+    secret: SecretOption = None,
+    secret_file: SecretFileOption = None,
+    timeout: TimeoutOption = 15.0,
+) -> None:
+    """Write the whole tree as JSON (format: docs/metadata-quorum.md)."""
+
+    def action() -> str:
+        snapshot = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout)
+        document = export_tree(
+            snapshot.tree,
+            exported_at_ms=int(time.time() * 1000),
+            status=status_fields(snapshot.status, snapshot.source),
+        )
+        text = json.dumps(document, separators=(",", ":")) + "\n"
+        if out == "-":
+            return text
+        Path(out).write_text(text)
+        return f"exported {len(document['nodes'])} znodes to {out}\n"
+
+    _run(action)
+
+
+def status_fields(status: QuorumStatus, source: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "cluster_id": status.cluster_id,
+        "leader_id": status.leader_id,
+        "leader_epoch": status.leader_epoch,
+        "high_watermark": status.high_watermark,
+        "voters": [v.node_id for v in status.voters],
+        "observers": [o.node_id for o in status.observers],
+    }
