@@ -9,7 +9,7 @@ Builds batches of 1,000 records of 100 bytes (about 108 KB each, uncompressed) w
 * log append: `PartitionLog.append_as_leader` of the same batches (header + CRC checks,
   offset assignment, epoch stamp, index entries) with Kafka's default topic config;
 * reference read: `os.read` of the reference file in 1 MiB chunks;
-* log read: `PartitionLog.read(offset, max_bytes=1 MiB)` + `FetchData.to_bytes()` from
+* log read: `PartitionLog.read(offset, max_bytes=1 MiB, with_bytes=True)` from
   offset 0 to the end, like a consumer with max.partition.fetch.bytes = 1 MiB.
 
 Prints MB/s for each and the ratios log/reference (goal >= 0.8). Nothing is fsynced in
@@ -89,7 +89,7 @@ def log_read(log: PartitionLog) -> tuple[float, int]:
     offset = 0
     end = log.log_end_offset
     while offset < end:
-        fetched = log.read(offset, max_bytes=READ_CHUNK)
+        fetched = log.read(offset, max_bytes=READ_CHUNK, with_bytes=True)
         data = fetched.to_bytes()
         total += len(data)
         offset = fetched.next_offset

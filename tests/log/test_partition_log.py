@@ -96,6 +96,8 @@ def test_read_returns_whole_batches_within_max_bytes(tmp_path: Path) -> None:
     assert log.read(0, max_bytes=1 << 20, max_offset=20).size == one * 2
     assert log.read(0, max_bytes=1 << 20, max_offset=25).size == one * 2  # 25 is mid-batch
     assert log.read(50, max_bytes=100).size == 0
+    eager = log.read(0, max_bytes=one * 3, with_bytes=True)
+    assert eager.data is not None and eager.data == eager.regions[0].read()
     region = log.read(0, max_bytes=1 << 20).regions[0]
     assert region.path.name == "00000000000000000000.log"
     with pytest.raises(OffsetOutOfRangeError):

@@ -147,12 +147,16 @@ class FetchData:
     regions: tuple[FileRegion, ...]
     next_offset: int = -1
     """Where the next read continues (after the last batch returned); -1 when empty."""
+    data: bytes | None = None
+    """The bytes, when `read(..., with_bytes=True)` read them already."""
 
     @property
     def size(self) -> int:
         return sum(region.length for region in self.regions)
 
     def to_bytes(self) -> bytes:
+        if self.data is not None:
+            return self.data
         if len(self.regions) == 1:
             return self.regions[0].read()
         return b"".join(region.read() for region in self.regions)
@@ -697,8 +701,13 @@ class PartitionLog:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        with_bytes: bool = False,
     ) -> FetchData:
         """Whole batches from the batch holding `start_offset`, up to `max_bytes`.
+
+        `with_bytes` also reads the bytes now, through the segment's open descriptor and
+        under the log's lock (`FetchData.data`): cheaper than `to_bytes()` later, which
+        must reopen the file, and immune to later retention or compaction.
 
         `max_offset` (exclusive; the HW for consumers) excludes the batch holding it and
         everything after. `min_one_batch` returns the first batch even if it exceeds
@@ -711,7 +720,7 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(
                     f"offset {start_offset} outside [{self._log_start_offset}, {log_end_offset}]"
                 )
-            empty = FetchData(start_offset, ())
+            empty = FetchData(start_offset, (), -1, b"" if with_bytes else None)
             if start_offset == log_end_offset:
                 return empty
             slot = max(0, bisect_right(self._base_offsets, start_offset) - 1)
@@ -734,7 +743,10 @@ class PartitionLog:
                 region = FileRegion(
                     segment.log_path, first.position, end - first.position, segment.inode
                 )
-                return FetchData(start_offset, (region,), next_offset)
+                data = (
+                    segment.read_bytes(first.position, end - first.position) if with_bytes else None
+                )
+                return FetchData(start_offset, (region,), next_offset, data)
             return empty
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
