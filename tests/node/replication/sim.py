@@ -155,6 +155,7 @@ class SimCluster:
         min_insync_replicas: int = 2,
         rng: random.Random | None = None,
         check: bool = True,
+        notification_delay: bool = False,
     ) -> None:
         self.mode = mode
         self.min_insync_replicas = min_insync_replicas
@@ -173,6 +174,9 @@ class SimCluster:
         self.pending: list[Pending] = []
         self.next_value = 0
         self.leader_high_watermarks: dict[tuple[int, TopicPartition], int] = {}
+        self.notification_delay = notification_delay
+        self.pending_notifications: list[tuple[str, TopicPartition]] = []
+        self.failed_multis = 0
         self._ensure_controller()
         create_topic(self.tree, "t", assignment)
         self.controller_event(TopicChange(self.tree.topics()))
@@ -207,6 +211,8 @@ class SimCluster:
         for _ in range(10):
             if not step.writes or self.tree.multi(step.writes):
                 break
+            self.failed_multis += 1
+            self.trace.append("controller multi failed: reload")
             step = self.controller.handle(WritesFailed(self.tree.snapshot()))
         else:
             raise InvariantViolation("the controller could not commit")
@@ -371,9 +377,26 @@ class SimCluster:
             f"{broker.broker_id} isr {tp} -> {list(write.isr)} {'ok' if ok else 'conflict'}"
         )
         if child is not None:
+            self.pending_notifications.append((child, tp))
+            if not self.notification_delay:
+                self.deliver_notifications()
+
+    def deliver_notifications(self) -> None:
+        """The controller's watch on /isr_change_notification fires; the shell re-reads the
+        children and the states of their partitions (KR-06). With `notification_delay` this
+        happens at random moments, so the controller works on stale versions meanwhile and
+        must recover from failed multis (WritesFailed)."""
+        if not self.pending_notifications:
+            return
+        children = tuple(child for child, _ in self.pending_notifications)
+        states = {}
+        for _, tp in self.pending_notifications:
             state = self.tree.partition_state(tp)
-            assert state is not None
-            self.controller_event(IsrChangeNotification((child,), {tp: state}))
+            if state is not None:
+                states[tp] = state
+        self.pending_notifications = []
+        self.trace.append(f"notify {len(children)}")
+        self.controller_event(IsrChangeNotification(children, states))
 
     def leader_checks(self) -> None:
         """The leaders' periodic ISR shrink check (every replica.lag.time.max.ms / 2)."""
@@ -570,12 +593,13 @@ class SimCluster:
             return
         if controller.invalid_transitions:
             raise InvariantViolation(f"invalid transitions: {controller.invalid_transitions}")
+        unannounced = {tp for _, tp in self.pending_notifications}
         for tp in self.tps:
             versioned = self.tree.partition_state(tp)
             if versioned is not None and not set(versioned.data.isr) <= set(self.assigned(tp)):
                 raise InvariantViolation(f"ISR of {tp} outside its replicas: {versioned.data}")
             cached = controller.context.leadership.get(tp)
-            if versioned is None or cached is None:
+            if versioned is None or cached is None or tp in unannounced:
                 continue
             if (cached.zk_version, cached.data()) != (versioned.version, versioned.data):
                 raise InvariantViolation(f"controller cache of {tp} is stale: {cached}")
@@ -622,6 +646,8 @@ class SimCluster:
             self.controller_event(AutoPreferredReplicaLeaderElection(self.now_ms))
         elif roll < 0.93:
             self.advance(LAG_MS // 2)
+        elif roll < 0.96:
+            self.deliver_notifications()
         self.leader_checks()
         self.complete_produces()
         self.checkpoint_high_watermarks()
@@ -630,6 +656,8 @@ class SimCluster:
 
     def heal_and_converge(self, rounds: int = 60) -> None:
         """Restart everything, reconnect everything, and let followers catch up."""
+        self.notification_delay = False
+        self.deliver_notifications()
         for broker in self.brokers.values():
             broker.isolated = False
         for broker_id in sorted(self.brokers):

@@ -14,13 +14,21 @@ from tests.node.replication.sim import InvariantViolation, Mode, SimCluster
 STEPS = 400
 
 
-def run(seed: int, mode: Mode = Mode.LEADER_EPOCH, steps: int = STEPS) -> SimCluster:
+def run(
+    seed: int,
+    mode: Mode = Mode.LEADER_EPOCH,
+    steps: int = STEPS,
+    *,
+    min_insync_replicas: int = 2,
+    notification_delay: bool = False,
+) -> SimCluster:
     cluster = SimCluster(
         (1, 2, 3, 4),
         {0: (1, 2, 3), 1: (2, 3, 4)},
         mode=mode,
-        min_insync_replicas=2,
+        min_insync_replicas=min_insync_replicas,
         rng=random.Random(seed),
+        notification_delay=notification_delay,
     )
     for _ in range(steps):
         cluster.step()
@@ -39,6 +47,14 @@ def test_random_faults_keep_every_invariant(seed: int) -> None:
                 f"seed {seed}: broker {broker_id} misses acknowledged writes of {tp}"
             )
     assert sum(len(a) for a in cluster.acked.values()) > 0, "the walk acknowledged nothing"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_late_isr_notifications_make_the_controller_reload_safely(seed: int) -> None:
+    # ISR changes reach the controller late, so its conditional writes conflict with the
+    # leaders' and it must reload from the tree (WritesFailed) and redo its work.
+    cluster = run(seed, min_insync_replicas=1 + seed % 2, notification_delay=True)
+    assert cluster.failed_multis > 0
 
 
 def test_the_walk_exercises_failover_and_isr_changes() -> None:
