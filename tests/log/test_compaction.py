@@ -180,3 +180,25 @@ def test_interrupted_swap_is_completed_or_discarded_on_open(tmp_path: Path) -> N
     assert not (directory / "00000000000000000000.log.swap").exists()
     assert not (directory / SWAP_MARKER).exists()
     reopened.close()
+
+
+def test_log_manager_maintenance_compacts_and_later_removes_tombstones(tmp_path: Path) -> None:
+    from trafka.log.log_manager import LogManager
+
+    manager = LogManager(
+        [tmp_path / "data"], default_config=COMPACT, now_ms=NOW, node_id=1, cluster_id="c"
+    )
+    log = manager.get_or_create("users", 0)
+    put(log, b"a", b"1")
+    put(log, b"a", None)
+    for i in range(30):
+        put(log, b"f%d" % (i % 4), b"z" * 20)
+    log.update_high_watermark(log.log_end_offset)
+    assert manager.maintenance(NOW).logs_cleaned == 1
+    assert any(key == b"a" for _, key, _ in records(log))  # tombstone kept until the horizon
+    assert manager.maintenance(NOW + 500).logs_cleaned == 0
+    assert manager.maintenance(NOW + 1000).logs_cleaned == 1
+    assert not any(key == b"a" for _, key, _ in records(log))
+    manager.close()
+    checkpoint = (tmp_path / "data" / "cleaner-offset-checkpoint").read_text().splitlines()
+    assert checkpoint[:2] == ["0", "1"] and checkpoint[2].startswith("users 0 ")

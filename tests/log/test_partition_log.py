@@ -341,3 +341,39 @@ def test_recovery_logs_what_it_dropped(tmp_path: Path, caplog: pytest.LogCapture
     assert "dropped 100 bytes" in caplog.text
     assert reopened.log_end_offset == 3
     reopened.close()
+
+
+def test_file_regions_work_with_sendfile(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    log = open_log(tmp_path)
+    for _ in range(3):
+        log.append_as_leader(batch(4), leader_epoch=0, now_ms=NOW)
+    fetched = log.read(4, max_bytes=1 << 20)
+    region = fetched.regions[0]
+    sender, receiver = socket.socketpair()
+    with sender, receiver:
+        fd = region.open_fd()
+        try:
+            sent = os.sendfile(sender.fileno(), fd, region.position, region.length)
+        finally:
+            os.close(fd)
+        received = b""
+        while len(received) < sent:
+            received += receiver.recv(1 << 16)
+    assert sent == region.length
+    assert received == fetched.to_bytes()
+    assert [h.base_offset for _, h in batch_format.validate_batches(received)] == [4, 8]
+    log.close()
+
+
+def test_old_message_formats_are_not_appended(tmp_path: Path) -> None:
+    from trafka.log.errors import UnsupportedForMessageFormatError
+
+    log = open_log(tmp_path)
+    legacy = bytearray(batch(1))
+    legacy[16] = 1  # magic 1
+    with pytest.raises(UnsupportedForMessageFormatError):
+        log.append_as_leader(bytes(legacy), leader_epoch=0, now_ms=NOW)
+    log.close()

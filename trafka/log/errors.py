@@ -45,3 +45,8 @@ class InvalidProducerEpochError(LogError):
 
 class UnexpectedAppendOffsetError(LogError):
     """A follower append whose first offset is below the log end offset."""
+
+
+class UnsupportedForMessageFormatError(LogError):
+    """Old-format (magic 0/1) data offered for append: we store v2 only and do not
+    convert (Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT)."""

@@ -23,8 +23,8 @@ indexes rebuilt, and a torn tail (partial batch, bad CRC, garbage, zeros) trunca
 keeping every complete batch before it; the dropped bytes and the reason are logged.
 Segments with missing or inconsistent indexes are rebuilt the same way.
 
-Not implemented: down-conversion of old-format produce requests (magic < 2 appends are
-rejected with InvalidRecordError), `.txnindex` (aborted transactions), tiered storage,
+Not implemented: conversion of old-format produce requests (magic 0/1 appends are
+rejected with UnsupportedForMessageFormatError), `.txnindex` (aborted transactions), tiered storage,
 `segment.jitter.ms` randomness (the configured jitter is applied as a fixed amount), and
 `message.timestamp.*.max.ms` checks.
 """
@@ -53,6 +53,7 @@ from trafka.log.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
+    UnsupportedForMessageFormatError,
 )
 from trafka.log.leader_epoch import LeaderEpochCache
 from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -498,6 +499,8 @@ class PartitionLog:
         RecordListTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
         LogDirFailedError.
         """
+        if records and batch_format.magic_at(records) in (0, 1):
+            raise UnsupportedForMessageFormatError("magic 0/1 message sets are not converted")
         headers = batch_format.validate_batches(records)
         config = self._config
         for pos, header in headers:
