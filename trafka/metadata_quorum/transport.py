@@ -118,6 +118,7 @@ class RaftTransport:
         self._next_fsync = 0.0
         self._caught_up_monotonic: dict[str, float] = {}
         self._started_monotonic = time.monotonic()
+        self._single_voter = len(config.voters) == 1 and config.is_voter
         election_s = config.election_timeout_ms / 1000
         me = config.self_voter
         conf = SyncObjConf(
@@ -233,6 +234,14 @@ class RaftTransport:
 
     def _on_tick(self) -> None:
         now = time.monotonic()
+        if self._single_voter and self.is_leader():
+            # Alone, nobody's reply wakes the poller: a new entry would wait for the next
+            # tick (autoTickPeriod, 50 ms) to commit. Wake it now while entries are pending.
+            try:
+                if self._syncobj.raftCommitIndex < self._syncobj._SyncObj__getCurrentLogIndex():
+                    self._syncobj._SyncObj__pipeNotifier.notify()
+            except (AttributeError, OSError):
+                pass
         if self.is_leader():
             try:
                 commit = int(self._syncobj.raftCommitIndex)
