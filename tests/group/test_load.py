@@ -161,3 +161,15 @@ def test_loaded_stable_group_keeps_serving_its_members() -> None:
         h.advance(4_000)
         h.heartbeat(a, generation)
     assert h.heartbeat(b, generation) == ErrorCode.unknown_member_id
+
+
+@settings(max_examples=100)
+@given(_steps, st.integers(0, 1000))
+def test_no_request_is_left_hanging(steps: list[tuple[str, str, int]], seed: int) -> None:
+    """Every parked JoinGroup/SyncGroup is answered once the timeouts have passed."""
+    h = Harness(CONFIG, seed=seed)
+    for _ in _run(h, steps):
+        pass
+    h.advance(10 * 60_000)  # beyond every rebalance, session and new-member timeout
+    issued = set(range(1, h._next_request + 1))
+    assert issued == set(h.replies)
