@@ -29,18 +29,18 @@ from trafka.log.partition_log import PartitionLog
 from trafka.log.records import NewRecord, build_batch
 
 CONFIG = LogConfig(
-    segment_bytes=2 * 1024 * 1024,
+    segment_bytes=1024 * 1024,
     index_interval_bytes=1024,
     segment_index_bytes=1024,
     max_message_bytes=4 * 1024 * 1024,
-    retention_bytes=6 * 1024 * 1024,
+    retention_bytes=3 * 1024 * 1024,
 )
 
 
 def values_for(rng: random.Random) -> list[bytes]:
-    """Mostly small batches; one in four is 0.5-1.5 MB so a kill can tear a write."""
+    """Mostly small batches; one in four is 0.3-0.9 MB so a kill can tear a write."""
     if rng.random() < 0.25:
-        return [rng.randbytes(rng.randint(500_000, 1_500_000))]
+        return [rng.randbytes(rng.randint(300_000, 900_000))]
     count = rng.randint(1, 40)
     return [rng.randbytes(rng.randint(0, 600)) for _ in range(count)]
 

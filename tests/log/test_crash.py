@@ -1,9 +1,11 @@
 """Crash tests with real processes: SIGKILL a child mid-append, reopen, nothing acked lost.
 
 A child (`crash_child.py`) appends random batches to one partition log in a loop and
-prints each acknowledged batch. We SIGKILL it at a random point (after a random number of
-acknowledgements, so the kill lands anywhere in the append/flush/checkpoint cycle, and
-sometimes during its own start-up recovery), then:
+prints each acknowledged batch. We SIGKILL it at a random point: after a random number of
+acknowledgements (so the kill lands anywhere in the append/flush/checkpoint cycle, and
+sometimes during its own start-up recovery), or as soon as the segment files have grown
+past a random number of bytes (so it often lands inside a large write, tearing a batch),
+then:
 
 * open a COPY of the directory (recovering the torn state with the recovery point from
   the checkpoint the child wrote) and check that every acknowledged batch is there with
@@ -14,6 +16,7 @@ sometimes during its own start-up recovery), then:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -56,6 +59,9 @@ class Child:
         assert self.process.stdout is not None
         for raw in self.process.stdout:
             self.lines.append(raw.decode().rstrip("\n"))
+
+    def ready(self) -> bool:
+        return "ready" in self.lines[:1]
 
     def acks(self) -> list[tuple[int, int, int]]:
         result = []
@@ -113,6 +119,16 @@ def verify(log_dir: Path, acked: dict[int, tuple[int, int]], config_source: Path
         shutil.rmtree(copy, ignore_errors=True)
 
 
+def bytes_written(log_dir: Path) -> int:
+    """Segment bytes including segments retention renamed `.deleted` (monotonic in a run)."""
+    total = 0
+    for pattern in ("*.log", "*.log.deleted"):
+        for path in (log_dir / "crashy-0").glob(pattern):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+    return total
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_no_acknowledged_batch(tmp_path: Path) -> None:
     rng = random.Random(20261121)
@@ -122,13 +138,23 @@ def test_sigkill_at_random_points_loses_no_acknowledged_batch(tmp_path: Path) ->
     for run in range(RUNS):
         child = Child(log_dir, seed=rng.randrange(1 << 30))
         try:
-            target = rng.choice([0, 0, 1, 3, 10, 30, 60])
-            if target:
+            if run % 2:
+                wait_until(child.ready, timeout_s=30, interval_s=0.005, what="child ready")
+                threshold = bytes_written(log_dir) + rng.randint(1, 2_000_000)
                 wait_until(
-                    lambda child=child, target=target: len(child.acks()) >= target,
+                    lambda threshold=threshold: bytes_written(log_dir) >= threshold,
                     timeout_s=30,
-                    what=f"run {run}: {target} acknowledgements",
+                    interval_s=0.0005,
+                    what=f"run {run}: {threshold} bytes written",
                 )
+            else:
+                target = rng.choice([0, 0, 1, 3, 10, 30, 60])
+                if target:
+                    wait_until(
+                        lambda child=child, target=target: len(child.acks()) >= target,
+                        timeout_s=30,
+                        what=f"run {run}: {target} acknowledgements",
+                    )
         finally:
             child.kill()
         for first, last, digest in child.acks():
