@@ -8,9 +8,11 @@ The coordinator of a group is the leader of partition
 `Utils.abs(groupId.hashCode) % partitions` of `__consumer_offsets`, which the first
 FindCoordinator creates (`trafka.node.group_service`).
 
-Not implemented: transactions. key_type 1 is answered with COORDINATOR_NOT_AVAILABLE
-(there is no transaction coordinator; InitProducerId refuses transactional ids, so a
-transactional client fails there). Other key types get INVALID_REQUEST.
+Not implemented: transactions. key_type 1 is answered with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId answers transactional ids: it is
+not retriable, so a transactional client fails at once instead of retrying
+COORDINATOR_NOT_AVAILABLE until its timeout (Kafka sends the same code when the
+principal may not use the transactional id). Other key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
     if key_type == _GROUP:
         error, info = await GroupService.of(ctx.broker).find_coordinator(key)
     elif key_type == _TRANSACTION:
-        error, info = ErrorCode.coordinator_not_available, None
+        error, info = ErrorCode.transactional_id_authorization_failed, None
     else:
         error, info = ErrorCode.invalid_request, None
     if info is None or error != ErrorCode.none:
