@@ -17,6 +17,7 @@ then:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import shutil
@@ -59,6 +60,9 @@ class Child:
         assert self.process.stdout is not None
         for raw in self.process.stdout:
             self.lines.append(raw.decode().rstrip("\n"))
+
+    def acknowledged(self, count: int) -> bool:
+        return len(self.acks()) >= count
 
     def ready(self) -> bool:
         return "ready" in self.lines[:1]
@@ -129,6 +133,10 @@ def bytes_written(log_dir: Path) -> int:
     return total
 
 
+def grown_past(log_dir: Path, threshold: int) -> bool:
+    return bytes_written(log_dir) >= threshold
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_no_acknowledged_batch(tmp_path: Path) -> None:
     rng = random.Random(20261121)
@@ -142,7 +150,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_batch(tmp_path: Path) ->
                 wait_until(child.ready, timeout_s=30, interval_s=0.005, what="child ready")
                 threshold = bytes_written(log_dir) + rng.randint(1, 2_000_000)
                 wait_until(
-                    lambda threshold=threshold: bytes_written(log_dir) >= threshold,
+                    functools.partial(grown_past, log_dir, threshold),
                     timeout_s=30,
                     interval_s=0.0005,
                     what=f"run {run}: {threshold} bytes written",
@@ -151,7 +159,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_batch(tmp_path: Path) ->
                 target = rng.choice([0, 0, 1, 3, 10, 30, 60])
                 if target:
                     wait_until(
-                        lambda child=child, target=target: len(child.acks()) >= target,
+                        functools.partial(child.acknowledged, target),
                         timeout_s=30,
                         what=f"run {run}: {target} acknowledgements",
                     )
