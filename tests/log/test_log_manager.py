@@ -34,6 +34,9 @@ def test_places_partitions_in_the_least_loaded_dir_and_reloads(tmp_path: Path) -
     for partition in range(4):
         append(logs, "orders", partition, count=partition + 1)
     placed = [logs.dir_of("orders", p) for p in range(4)]
+    sizes = logs.partition_sizes()
+    assert [(d, t, p) for d, t, p, _ in sizes] == [(placed[p], "orders", p) for p in range(4)]
+    assert all(size > 0 for *_, size in sizes)
     assert placed.count(dirs[0]) == 2 and placed.count(dirs[1]) == 2
     logs.get_or_create("orders", 0).update_high_watermark(1)
     logs.close()

@@ -377,3 +377,31 @@ def test_old_message_formats_are_not_appended(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedForMessageFormatError):
         log.append_as_leader(bytes(legacy), leader_epoch=0, now_ms=NOW)
     log.close()
+
+
+def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(2), leader_epoch=0, now_ms=NOW)
+    transactional = build_batch(
+        [NewRecord(b"t", timestamp=NOW)],
+        producer_id=5,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    log.append_as_leader(transactional, leader_epoch=0, now_ms=NOW)
+    log.append_as_leader(batch(1), leader_epoch=0, now_ms=NOW)
+    log.update_high_watermark(4)
+    assert log.first_unstable_offset() == 2
+    assert log.last_stable_offset == 2
+    marker = build_batch(
+        [NewRecord(b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x01", timestamp=NOW)],
+        producer_id=5,
+        producer_epoch=0,
+        is_transactional=True,
+        is_control=True,
+    )
+    log.append_as_leader(marker, leader_epoch=0, now_ms=NOW)
+    log.update_high_watermark(5)
+    assert log.last_stable_offset == 5
+    log.close()

@@ -287,6 +287,14 @@ class LogManager:
     def logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
 
+    def partition_sizes(self) -> list[tuple[Path, str, int, int]]:
+        """(log dir, topic, partition, bytes) of every log, for DescribeLogDirs."""
+        with self._lock:
+            return [
+                (self._dir_of[key], key[0], key[1], log.size_bytes)
+                for key, log in sorted(self._logs.items())
+            ]
+
     def dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get((topic, partition))
 

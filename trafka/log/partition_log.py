@@ -488,6 +488,15 @@ class PartitionLog:
         with self._lock:
             return self.producer_state.first_unstable_offset()
 
+    @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first offset of the oldest open transaction) (KIP-98 LSO)."""
+        with self._lock:
+            unstable = self.producer_state.first_unstable_offset()
+            if unstable is None:
+                return self._high_watermark
+            return min(self._high_watermark, unstable)
+
     # ================================================================== appends
 
     def append_as_leader(
