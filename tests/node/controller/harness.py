@@ -106,12 +106,12 @@ class FakeTree:
             del self.nodes[p]
 
     def multi(self, ops: tuple[ZnodeOp, ...]) -> bool:
-        saved = (dict(self.nodes), self.zxid)
+        saved = (dict(self.nodes), self.zxid, self.sequence)
         try:
             for op in ops:
                 self._apply(op)
         except MultiFailed:
-            self.nodes, self.zxid = saved
+            self.nodes, self.zxid, self.sequence = saved
             return False
         return True
 
@@ -119,6 +119,9 @@ class FakeTree:
         if isinstance(op, CheckVersion):
             if op.path not in self.nodes or self.version(op.path) != op.expected_version:
                 raise MultiFailed(f"check failed: {op.path}")
+        elif isinstance(op, CreateNode) and op.sequential:
+            parent, prefix = op.path.rsplit("/", 1)
+            self.create_sequential(parent, prefix, op.data)
         elif isinstance(op, CreateNode):
             self.create(op.path, op.data)
         elif isinstance(op, SetNode):

@@ -85,3 +85,40 @@ def test_too_many_ops_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tree_ops.tree, "MAX_MULTI_OPS", 2)
     with pytest.raises(tree_ops.MultiTooLarge):
         tree_ops.to_multi_ops([CreateNode("/a/b/c", None)], ZNodeTree())
+
+
+def test_isr_write_is_one_multi_with_a_sequential_notification() -> None:
+    from trafka.node.replication.ids import (
+        BrokerId,
+        ControllerEpoch,
+        LeaderEpoch,
+        TopicPartition,
+    )
+    from trafka.node.replication.leader import IsrWrite
+
+    tree = ZNodeTree()
+    state_path = "/brokers/topics/t/partitions/0/state"
+    apply(
+        tree,
+        *tree_ops.to_multi_ops(
+            [CreateNode(state_path, znodes.PartitionState(1, 3, (1, 2), 1))], tree
+        ),
+    )
+    write = IsrWrite(
+        TopicPartition("t", 0),
+        BrokerId(1),
+        LeaderEpoch(3),
+        (BrokerId(1),),
+        ControllerEpoch(1),
+        ZkVersion(0),
+    )
+    for _ in range(2):  # the second one conflicts (version 0 is gone) and changes nothing
+        apply(tree, *tree_ops.to_multi_ops(tree_ops.isr_write_ops(write), tree))
+    data, stat = tree.get(state_path)
+    assert znodes.PartitionState.from_json(data).isr == (1,) and stat.version == 1
+    children = tree.children("/isr_change_notification")
+    assert children == ["isr_change_0000000000"]
+    payload, _ = tree.get("/isr_change_notification/isr_change_0000000000")
+    assert znodes.IsrChangeNotification.from_json(payload).partitions == (
+        znodes.TopicPartition("t", 0),
+    )

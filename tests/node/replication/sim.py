@@ -30,7 +30,6 @@ from tests.node.controller.harness import (
     write_plan,
 )
 from tests.node.replication.epochs import Epochs
-from trafka.metadata_quorum import znodes
 from trafka.node.controller.effects import (
     ControllerStep,
     LeaderAndIsrPartitionState,
@@ -52,11 +51,8 @@ from trafka.node.controller.events import (
     WritesFailed,
 )
 from trafka.node.controller.machine import Controller, ControllerConfig
-from trafka.node.controller.payloads import (
-    ISR_CHANGE_NOTIFICATION_PATH,
-    partition_state_path,
-    to_znode_partitions,
-)
+from trafka.node.controller.payloads import ISR_CHANGE_NOTIFICATION_PATH, partition_state_path
+from trafka.node.controller.tree_ops import isr_write_ops
 from trafka.node.replication.fencing import (
     ControllerEpochFence,
     Role,
@@ -175,7 +171,6 @@ class SimCluster:
         self.next_value = 0
         self.leader_high_watermarks: dict[tuple[int, TopicPartition], int] = {}
         self.notification_delay = notification_delay
-        self.pending_notifications: list[tuple[str, TopicPartition]] = []
         self.failed_multis = 0
         self._ensure_controller()
         create_topic(self.tree, "t", assignment)
@@ -353,48 +348,36 @@ class SimCluster:
         log.high_watermark = min(log.log_end_offset, leader.high_watermark)
 
     def _isr_write(self, broker: SimBroker, write: IsrWrite) -> None:
+        """What the replica manager's shell does with an IsrWrite: one multi of the
+        conditional state write and the sequential notification (tree_ops.isr_write_ops)."""
         tp = write.tp
-        current = self.tree.partition_state(tp)
-        ok = current is not None and current.version == write.expected_zk_version
-        version = ZkVersion(-1)
-        child = None
-        if ok:
-            data = znodes.PartitionState(
-                write.leader, write.leader_epoch, write.isr, write.controller_epoch
-            )
-            version = ZkVersion(
-                self.tree.set(partition_state_path(tp), data, write.expected_zk_version)
-            )
-            child = self.tree.create_sequential(
-                ISR_CHANGE_NOTIFICATION_PATH,
-                "isr_change_",
-                znodes.IsrChangeNotification(to_znode_partitions((tp,))),
-            )
+        ok = self.tree.multi(isr_write_ops(write))
+        version = ZkVersion(self.tree.version(partition_state_path(tp)) if ok else -1)
         leader = broker.leaders[tp]
         leader.on_isr_write_result(ok, version, self.now_ms)
         broker.logs[tp].high_watermark = leader.high_watermark
         self.trace.append(
             f"{broker.broker_id} isr {tp} -> {list(write.isr)} {'ok' if ok else 'conflict'}"
         )
-        if child is not None:
-            self.pending_notifications.append((child, tp))
-            if not self.notification_delay:
-                self.deliver_notifications()
+        if ok and not self.notification_delay:
+            self.deliver_notifications()
 
     def deliver_notifications(self) -> None:
         """The controller's watch on /isr_change_notification fires; the shell re-reads the
-        children and the states of their partitions (KR-06). With `notification_delay` this
-        happens at random moments, so the controller works on stale versions meanwhile and
-        must recover from failed multis (WritesFailed)."""
-        if not self.pending_notifications:
+        children, their partitions and those partitions' states (KR-06). With
+        `notification_delay` this happens at random moments, so the controller works on
+        stale versions meanwhile and must recover from failed multis (WritesFailed)."""
+        children = tuple(self.tree.children(ISR_CHANGE_NOTIFICATION_PATH))
+        if not children:
             return
-        children = tuple(child for child, _ in self.pending_notifications)
         states = {}
-        for _, tp in self.pending_notifications:
-            state = self.tree.partition_state(tp)
-            if state is not None:
-                states[tp] = state
-        self.pending_notifications = []
+        for child in children:
+            notification = self.tree.get(f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}")
+            for partition in notification.partitions:
+                tp = TopicPartition(partition.topic, partition.partition)
+                state = self.tree.partition_state(tp)
+                if state is not None:
+                    states[tp] = state
         self.trace.append(f"notify {len(children)}")
         self.controller_event(IsrChangeNotification(children, states))
 
@@ -593,7 +576,11 @@ class SimCluster:
             return
         if controller.invalid_transitions:
             raise InvariantViolation(f"invalid transitions: {controller.invalid_transitions}")
-        unannounced = {tp for _, tp in self.pending_notifications}
+        unannounced = {
+            TopicPartition(p.topic, p.partition)
+            for child in self.tree.children(ISR_CHANGE_NOTIFICATION_PATH)
+            for p in self.tree.get(f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}").partitions
+        }
         for tp in self.tps:
             versioned = self.tree.partition_state(tp)
             if versioned is not None and not set(versioned.data.isr) <= set(self.assigned(tp)):

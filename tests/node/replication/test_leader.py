@@ -119,3 +119,10 @@ def test_min_insync_replicas_before_and_after_append() -> None:
     assert state.check_before_append(1) is ErrorCode.none
     outcome = acks_all_outcome(state, LeaderEpoch(0), Offset(1), T0 + LAG_MS + 2, T0 + 10**6)
     assert outcome is ErrorCode.not_enough_replicas_after_append
+
+
+def test_follower_high_watermark_is_capped_by_its_log_end() -> None:
+    from trafka.node.replication.leader import follower_high_watermark
+
+    assert follower_high_watermark(3, 5) == 3  # REP-13
+    assert follower_high_watermark(7, 5) == 5

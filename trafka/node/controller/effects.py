@@ -41,6 +41,7 @@ ZnodeData = (
     | znodes.TopicAssignment
     | znodes.ReassignPartitions
     | znodes.ControllerEpoch
+    | znodes.IsrChangeNotification
     | None
 )
 """Payloads the controller writes, as `trafka.metadata_quorum.znodes` codecs (None = empty)."""
@@ -58,10 +59,12 @@ class CheckVersion:
 
 @dataclass(frozen=True, slots=True)
 class CreateNode:
-    """Create a persistent node (and its missing parents); fails if it exists."""
+    """Create a persistent node (and its missing parents); fails if it exists. With
+    `sequential`, `path` is the prefix and the tree appends a 10-digit sequence number."""
 
     path: str
     data: ZnodeData
+    sequential: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from trafka.metadata_quorum import tree
+from trafka.metadata_quorum import tree, znodes
 from trafka.node.controller.effects import (
     CheckVersion,
     CreateNode,
@@ -30,6 +30,7 @@ from trafka.node.controller.effects import (
     ZnodeData,
     ZnodeOp,
 )
+from trafka.node.replication.leader import IsrWrite
 
 
 class TreeView(Protocol):
@@ -94,6 +95,9 @@ class _Translation:
             parent = "/" + "/".join(parts[:depth])
             if not self.exists(parent):
                 self._created(tree.Create(parent, b""))
+        if op.sequential:  # its final name is the tree's; nothing later refers to it
+            self.ops.append(tree.Create(op.path, encode(op.data), sequential=True))
+            return
         self._created(tree.Create(op.path, encode(op.data)))
 
     def _created(self, create: tree.Create) -> None:
@@ -122,3 +126,24 @@ class _Translation:
         self.ops.append(tree.Delete(path, tree.ANY_VERSION))
         self.deleted.add(path)
         self.created.discard(path)
+
+
+def isr_write_ops(write: IsrWrite) -> tuple[ZnodeOp, ...]:
+    """A leader's ISR change (`replication.leader.IsrWrite`) as controller-style ops: the
+    conditional set of the partition state and the sequential `/isr_change_notification`
+    child (ZK-12), to run as one multi through `to_multi_ops`."""
+    tp = write.tp
+    state = znodes.PartitionState(
+        write.leader, write.leader_epoch, tuple(write.isr), write.controller_epoch
+    )
+    notification = znodes.IsrChangeNotification((znodes.TopicPartition(tp.topic, tp.partition),))
+    return (
+        SetNode(
+            znodes.partition_state_path(tp.topic, tp.partition), state, write.expected_zk_version
+        ),
+        CreateNode(
+            f"{znodes.ISR_CHANGE_NOTIFICATION}/{znodes.ISR_CHANGE_PREFIX}",
+            notification,
+            sequential=True,
+        ),
+    )

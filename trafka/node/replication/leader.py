@@ -270,6 +270,11 @@ class PartitionLeaderState:
         return ErrorCode.none
 
 
+def follower_high_watermark(log_end_offset: int, leader_high_watermark: int) -> Offset:
+    """REP-13: a follower's HW after a fetch: min(its LEO, the HW in the response)."""
+    return Offset(min(log_end_offset, leader_high_watermark))
+
+
 def acks_all_outcome(
     leader: PartitionLeaderState | None,
     leader_epoch_at_append: LeaderEpoch,
