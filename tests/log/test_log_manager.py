@@ -147,3 +147,14 @@ def test_crash_without_clean_shutdown_recovers_from_checkpoints(tmp_path: Path) 
     again = manager([tmp_path / "a"])
     assert again.get("t", 0).log_end_offset == 5  # type: ignore[union-attr]
     again.close()
+
+
+def test_partition_metadata_names_the_topic_id(tmp_path: Path) -> None:
+    from trafka.log.checkpoint import read_partition_metadata
+
+    logs = manager([tmp_path / "a"])
+    log = logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    path = log.directory / "partition.metadata"
+    assert path.read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    assert read_partition_metadata(path) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    logs.close()

@@ -11,6 +11,11 @@ Offset checkpoints (`replication-offset-checkpoint`, `recovery-point-offset-chec
 The leader-epoch checkpoint (`<topic>-<partition>/leader-epoch-checkpoint`) has the same
 shape with `epoch startOffset` lines (SEEDS LOG-33, REP-25).
 
+`partition.metadata` (in each partition dir, KIP-516) names the topic id::
+
+    version: 0
+    topic_id: <the topic's Uuid in URL-safe base64>
+
 `meta.properties` (KRaft mode, version 1) is a Java properties file::
 
     #
@@ -42,6 +47,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
 
 MAX_CHECKPOINT_ENTRIES = 10_000_000
 """A bound on what we are willing to read back: more lines than this is a corrupt file."""
@@ -177,3 +183,22 @@ def read_meta_properties(path: Path) -> dict[str, str]:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+
+
+def write_partition_metadata(path: Path, topic_id: str) -> None:
+    """Write `partition.metadata` (version 0) for a partition dir."""
+    write_atomically(path, f"version: 0\ntopic_id: {topic_id}\n".encode())
+
+
+def read_partition_metadata(path: Path) -> str | None:
+    """The topic id in `partition.metadata`, or None if the file is missing."""
+    if not path.exists():
+        return None
+    fields = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        raise CheckpointError(f"{path}: expected version 0 and a topic_id")
+    return fields["topic_id"]

@@ -5,6 +5,7 @@ Each log dir holds partition directories plus Kafka's per-dir files::
     <log dir>/
       .lock                               flock'ed while this process uses the dir
       meta.properties                     version=1, node.id, cluster.id, directory.id
+      <topic>-<partition>/partition.metadata  the topic id (KIP-516), when known
       .kafka_cleanshutdown                present only after a clean close
       recovery-point-offset-checkpoint    topic partition offset (see checkpoint.py)
       log-start-offset-checkpoint
@@ -49,6 +50,7 @@ from trafka.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
@@ -57,6 +59,7 @@ from trafka.log.checkpoint import (
     read_offset_checkpoint,
     write_meta_properties,
     write_offset_checkpoint,
+    write_partition_metadata,
 )
 from trafka.log.config import LogConfig
 from trafka.log.errors import LogDirFailedError, LogError
@@ -225,8 +228,12 @@ class LogManager:
         config: LogConfig | None = None,
         *,
         now_ms: int | None = None,
+        topic_id: str | None = None,
     ) -> PartitionLog:
-        """The log of `topic`-`partition`, created in the least loaded online dir if new."""
+        """The log of `topic`-`partition`, created in the least loaded online dir if new.
+
+        `topic_id` (URL-safe base64 Uuid) is written to `partition.metadata` when given.
+        """
         with self._lock:
             key = (topic, partition)
             existing = self._logs.get(key)
@@ -249,6 +256,8 @@ class LogManager:
                     now_ms=self._now_ms if now_ms is None else now_ms,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                 )
+                if topic_id is not None:
+                    write_partition_metadata(log.directory / PARTITION_METADATA, topic_id)
             except (OSError, LogDirFailedError) as error:
                 self._take_offline(target, str(error))
                 raise LogDirFailedError(f"{target}: {error}") from error
