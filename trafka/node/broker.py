@@ -2,8 +2,9 @@
 
 Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUNNING):
 
-1. open the metadata tree (`MetadataStore`): the Raft quorum when available, else the
-   single-node file store; read or create `/cluster/id`;
+1. start this node's replica of the metadata quorum (`trafka.metadata_quorum`, a one-voter
+   Raft group by default, journal in `<first log dir>/quorum`) and wait until it is ready;
+   read or create `/cluster/id`;
 2. open the log directories (`LogManager`: recovery, checkpoints);
 3. load topics from the tree (`TopicManager.load`), so topics survive restarts;
 4. bind the listeners (a busy port fails start-up with a one-line `StartupError`);
@@ -41,13 +42,16 @@ from trafka.node.config import BrokerConfig, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
 from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore, MetadataStore, NodeExists
+from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
 from trafka.node.replica_manager import ReplicaManager
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
 
 log = logging.getLogger("trafka.node.broker")
 
 MAINTENANCE_INTERVAL_S = 5.0
+QUORUM_DIR_NAME = "quorum"
+"""The quorum's journal lives in <first log dir>/quorum (no '-': not a partition dir)."""
+QUORUM_WAIT_LOG_INTERVAL_S = 10.0
 
 
 class StartupError(Exception):
@@ -113,6 +117,8 @@ class Broker:
         self._next_producer_id = 0
         self._producer_id_block_end = -1
         self._producer_id_lock = trio.Lock()
+        self.quorum_event_listeners: list[Callable[[Any], None]] = []
+        """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
 
     # ---- services used by handlers -----------------------------------------------------------
     @property
@@ -387,15 +393,62 @@ class Broker:
         return self.store
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def _open_store(self) -> MetadataStore:
+    async def _open_store(self, nursery: trio.Nursery) -> MetadataStore:
+        """Start this node's replica of the metadata quorum and wait until it is ready."""
+        from trafka.metadata_quorum.bridge import MetadataQuorum
+        from trafka.metadata_quorum.config import QuorumConfigError, config_from_properties
+
         first_dir = self.config.log_dirs[0]
         try:
             first_dir.mkdir(parents=True, exist_ok=True)
+            quorum_config = config_from_properties(
+                self.config.quorum_properties(),
+                node_id=self.node_id,
+                data_dir=first_dir / QUORUM_DIR_NAME,
+            )
+            quorum = MetadataQuorum(quorum_config)
+        except QuorumConfigError as error:
+            raise StartupError(f"invalid quorum configuration: {error}") from None
         except OSError as error:
-            raise StartupError(
-                f"cannot create log directory {first_dir}: {error.strerror}"
-            ) from None
-        return FileMetadataStore(first_dir / "trafka-metadata-tree.json")
+            raise StartupError(f"cannot start the metadata quorum: {error}") from None
+        store = QuorumMetadataStore(quorum)
+        await quorum.start(nursery)
+        while True:
+            with trio.move_on_after(QUORUM_WAIT_LOG_INTERVAL_S):
+                await quorum.wait_ready()
+                break
+            log.warning(
+                "waiting for the metadata quorum (voters %s)",
+                self.config.quorum_properties().get("controller.quorum.voters"),
+            )
+        nursery.start_soon(self._quorum_events_loop, quorum)
+        return store
+
+    async def _quorum_events_loop(self, quorum: Any) -> None:
+        """The node's one quorum event stream: re-register after a session loss, then hand
+        every event to `quorum_event_listeners` (the controller subscribes here)."""
+        from trafka.metadata_quorum.bridge import SessionEvent, SessionEventKind
+
+        async for event in quorum.events():
+            if isinstance(event, SessionEvent) and event.kind in (
+                SessionEventKind.EXPIRED,
+                SessionEventKind.EVENTS_LOST,
+            ):
+                log.warning("quorum session event %s: registering again", event.kind.value)
+                try:
+                    await self._register(self._require_store())
+                    await self._topics_reload()
+                except Exception:
+                    log.exception("re-registration failed")
+            for listener in list(self.quorum_event_listeners):
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("quorum event listener failed")
+
+    async def _topics_reload(self) -> None:
+        if self._topics is not None:
+            await self._topics.load()
 
     async def _load_cluster_id(self, store: MetadataStore) -> str:
         raw = await store.get(znodes.CLUSTER_ID)
@@ -543,41 +596,46 @@ class Broker:
                     log.exception("log maintenance failed")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as quorum_nursery:
+            try:
+                store = await self._open_store(quorum_nursery)
+                self.store = store
+                await self._serve(store, task_status)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._close()
+                quorum_nursery.cancel_scope.cancel()
 
-        store = await self._open_store()
-        self.store = store
-        try:
-            self.cluster_id = await self._load_cluster_id(store)
-            await self._load_dynamic_configs(store)
-            self._topics = TopicManager(
-                store,
-                node_id=self.node_id,
-                live_brokers=self.live_broker_ids,
-                validate_configs=self.validate_topic_configs,
-                rng=self._rng,
+    async def _serve(self, store: MetadataStore, task_status: trio.TaskStatus[None]) -> None:
+        self.cluster_id = await self._load_cluster_id(store)
+        await self._load_dynamic_configs(store)
+        self._topics = TopicManager(
+            store,
+            node_id=self.node_id,
+            live_brokers=self.live_broker_ids,
+            validate_configs=self.validate_topic_configs,
+            rng=self._rng,
+        )
+        await self._topics.load()
+        self.log_manager = await trio.to_thread.run_sync(self._open_logs)
+        self._replica_manager = ReplicaManager(
+            node_id=self.node_id,
+            topics=self._topics,
+            log_manager=self.log_manager,
+            log_config_for=self.log_config_for,
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._maintenance_loop)
+            # Registered before the listener opens: a client's first Metadata must list us.
+            await self._register(store)
+            await self._start_server(nursery)
+            log.info(
+                "node %d serving on %s (cluster %s)",
+                self.node_id,
+                ",".join(listener.uri() for listener in self.config.listeners),
+                self.cluster_id,
             )
-            await self._topics.load()
-            self.log_manager = await trio.to_thread.run_sync(self._open_logs)
-            self._replica_manager = ReplicaManager(
-                node_id=self.node_id,
-                topics=self._topics,
-                log_manager=self.log_manager,
-                log_config_for=self.log_config_for,
-            )
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._maintenance_loop)
-                await self._start_server(nursery)
-                await self._register(store)
-                log.info(
-                    "node %d serving on %s (cluster %s)",
-                    self.node_id,
-                    ",".join(listener.uri() for listener in self.config.listeners),
-                    self.cluster_id,
-                )
-                task_status.started()
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._close()
+            task_status.started()
 
     async def _close(self) -> None:
         manager, self.log_manager = self.log_manager, None
@@ -586,5 +644,6 @@ class Broker:
                 manager.close()
             except Exception:
                 log.exception("closing the logs failed")
-        if self.store is not None:
-            await self.store.close()
+        store, self.store = self.store, None
+        if store is not None:
+            await store.close()

@@ -217,6 +217,28 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         reason="trafka only: the quorum port is never unauthenticated across hosts.",
     ),
     _d(
+        "controller.quorum.secret.file",
+        _T.STRING,
+        None,
+        "A file holding controller.quorum.secret. A one-voter quorum without either "
+        "generates <log dir>/quorum/quorum.secret.",
+    ),
+    _d(
+        "controller.quorum.fsync.interval.ms",
+        _T.INT,
+        1000,
+        "How often the quorum journal is fsynced (trafka only).",
+        minimum=1,
+    ),
+    _d(
+        "controller.quorum.request.timeout.ms",
+        _T.INT,
+        30000,
+        "How long a metadata write is retried before it fails.",
+        minimum=1,
+    ),
+    _d("zookeeper.chroot", _T.STRING, "", "A prefix for every znode path (ZK-02)."),
+    _d(
         "controller.quorum.election.timeout.ms",
         _T.INT,
         1000,
@@ -737,6 +759,24 @@ class BrokerConfig:
         value = self.ms_value("log.roll.hours")
         assert value is not None
         return value
+
+    def quorum_properties(self) -> dict[str, str]:
+        """The keys trafka.metadata_quorum.config reads, as Kafka strings."""
+        keys = (
+            "controller.quorum.secret",
+            "controller.quorum.secret.file",
+            "controller.quorum.election.timeout.ms",
+            "controller.quorum.fsync.interval.ms",
+            "controller.quorum.request.timeout.ms",
+            "broker.session.timeout.ms",
+            "broker.heartbeat.interval.ms",
+            "zookeeper.chroot",
+        )
+        result = {k: _definition(k).render(self.get(k)) or "" for k in keys}
+        result["controller.quorum.voters"] = ",".join(
+            f"{v.node_id}@{v.host}:{v.port}" for v in self.quorum_voters
+        )
+        return {k: v for k, v in result.items() if v}
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-supplied defaults of topic-level keys, as Kafka strings (for LogConfig)."""

@@ -7,8 +7,7 @@ Broker code (topic manager, registration, handlers) talks to the znode tree only
   one; every node of a cluster sees the same tree).
 * `FileMetadataStore` is the in-process fake with the same contract: persistent nodes kept in
   one JSON file written atomically (tmp + fsync + rename) on every change, ephemeral nodes
-  in memory only. It is used by unit tests and by a single node when the quorum package is
-  not available; it is never shared between processes.
+  in memory only. It is used by unit tests; it is never shared between processes.
 
 Paths and payloads are Kafka's ZooKeeper layouts (`/brokers/ids/<id>`, `/brokers/topics/<t>`,
 `/brokers/topics/<t>/partitions/<p>/state`, `/config/topics/<t>`, `/cluster/id`, ...).
@@ -51,12 +50,111 @@ class MetadataStore(Protocol):
     async def delete_recursive(self, path: str) -> None:
         """Delete `path` and everything below it; no error if absent."""
 
+    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
+        """Create persistent nodes atomically, in order (parents first; the first node's
+        parent must exist). NodeExists if any exists: then nothing was created."""
+
+    async def sync(self) -> None:
+        """Make later reads see every write committed before this call."""
+
     async def close(self) -> None: ...
 
 
 def _parent(path: str) -> str:
     head = path.rsplit("/", 1)[0]
     return head or "/"
+
+
+class QuorumMetadataStore:
+    """`MetadataStore` over the Raft-replicated tree (`trafka.metadata_quorum`).
+
+    Reads are linearizable (`MetadataQuorum.get` commits a barrier first); ephemeral nodes
+    belong to the node's quorum session and vanish when it expires or the node stops.
+    """
+
+    def __init__(self, quorum: Any) -> None:
+        self.quorum = quorum
+
+    async def sync(self) -> None:
+        await self.quorum.sync()
+
+    async def get(self, path: str) -> bytes | None:
+        """A read of the local replica (call `sync` first for a linearizable view)."""
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            data, _ = self.quorum.get_local(path)
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    async def children(self, path: str) -> list[str]:
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            return sorted(self.quorum.children_local(path))
+        except NoNodeError:
+            return []
+
+    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
+        from trafka.metadata_quorum.bridge import MultiFailedError
+        from trafka.metadata_quorum.tree import Create, ErrorCode
+
+        if not nodes:
+            return
+        parent = _parent(nodes[0][0])
+        if parent != "/":
+            await self.quorum.create_recursive(parent)
+        try:
+            await self.quorum.multi([Create(path, data) for path, data in nodes])
+        except MultiFailedError as error:
+            if error.code == ErrorCode.NODE_EXISTS:
+                raise NodeExists(error.error.path) from None
+            raise
+
+    async def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
+        from trafka.metadata_quorum.tree import NodeExistsError
+
+        parent = _parent(path)
+        if parent != "/":
+            await self.quorum.create_recursive(parent)
+        try:
+            await self.quorum.create(path, data, ephemeral=ephemeral)
+        except NodeExistsError:
+            raise NodeExists(path) from None
+
+    async def set_data(self, path: str, data: bytes) -> None:
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            await self.quorum.set_data(path, data)
+        except NoNodeError:
+            raise NoNode(path) from None
+
+    async def put(self, path: str, data: bytes) -> None:
+        try:
+            await self.set_data(path, data)
+        except NoNode:
+            try:
+                await self.create(path, data)
+            except NodeExists:
+                await self.set_data(path, data)
+
+    async def delete_recursive(self, path: str) -> None:
+        """One atomic multi deleting the subtree, deepest nodes first."""
+        from trafka.metadata_quorum.tree import Delete, NoNodeError
+
+        await self.quorum.sync()
+        try:
+            nodes = self.quorum.walk_local(path)
+        except NoNodeError:
+            return
+        paths = sorted((p for p, _, _ in nodes), key=lambda p: (-p.count("/"), p))
+        if paths:
+            await self.quorum.multi([Delete(p) for p in paths])
+
+    async def close(self) -> None:
+        await self.quorum.aclose()
 
 
 class FileMetadataStore:
@@ -127,6 +225,22 @@ class FileMetadataStore:
             for p in [p for p in store if p == path or p.startswith(prefix)]:
                 del store[p]
         self._save()
+
+    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
+        existing = self._all()
+        for path, _ in nodes:
+            if path in existing:
+                raise NodeExists(path)
+        for path, data in nodes:
+            parent = _parent(path)
+            while parent not in self._persistent and parent not in self._ephemeral:
+                self._persistent[parent] = b""
+                parent = _parent(parent)
+            self._persistent[path] = data
+        self._save()
+
+    async def sync(self) -> None:
+        return None
 
     async def close(self) -> None:
         self._ephemeral.clear()

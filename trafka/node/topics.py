@@ -38,8 +38,8 @@ from trafka.node.metadata_store import MetadataStore
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-MAX_PARTITIONS = 100_000
-"""Bound on partitions per topic (Kafka has none; a typo of 10^9 would exhaust the disk)."""
+MAX_PARTITIONS = 4_000
+"""Bound on partitions per topic: a topic is created in one quorum multi (MAX_MULTI_OPS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +188,7 @@ class TopicManager:
     # ---- reading ------------------------------------------------------------------------------
     async def load(self) -> None:
         """Rebuild the cache from the tree."""
+        await self._store.sync()
         topics: dict[str, TopicState] = {}
         for name in await self._store.children(znodes.BROKER_TOPICS):
             state = await self._read_topic(name)
@@ -326,21 +327,26 @@ class TopicManager:
     async def create(
         self, name: str, assignment: Mapping[int, Sequence[int]], configs: Mapping[str, str]
     ) -> TopicState:
+        """One atomic write: the config, the assignment and every partition state."""
         topic_id = _random_topic_id(self._rng)
         live = self._live_brokers()
+        states = {
+            p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
+        }
+        nodes: list[tuple[str, bytes]] = [
+            (znodes.topic_path(name), self._assignment_json(topic_id, assignment)),
+            (znodes.partitions_path(name), b""),
+        ]
+        for state in states.values():
+            nodes.append((znodes.partition_path(name, state.partition), b""))
+            nodes.append(
+                (znodes.partition_state_path(name, state.partition), self._state_json(state))
+            )
+        await self._store.create_all(nodes)
         if configs:
             await self._store.put(
                 znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
             )
-        states = {
-            p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
-        }
-        for state in states.values():
-            await self._store.put(
-                znodes.partition_state_path(name, state.partition),
-                self._state_json(state),
-            )
-        await self._store.put(znodes.topic_path(name), self._assignment_json(topic_id, assignment))
         topic = TopicState(name, topic_id, states, dict(configs))
         self.topics[name] = topic
         self._notify(name)
@@ -394,12 +400,17 @@ class TopicManager:
                 live, added, state.replication_factor, first_partition=current, rng=self._rng
             )
         partitions = dict(state.partitions)
+        nodes: list[tuple[str, bytes]] = []
         for partition, replicas in new.items():
             partitions[partition] = initial_partition_state(partition, replicas, live)
-            await self._store.put(
-                znodes.partition_state_path(name, partition),
-                self._state_json(partitions[partition]),
+            nodes.append((znodes.partition_path(name, partition), b""))
+            nodes.append(
+                (
+                    znodes.partition_state_path(name, partition),
+                    self._state_json(partitions[partition]),
+                )
             )
+        await self._store.create_all(nodes)
         all_replicas = {p: list(s.replicas) for p, s in partitions.items()}
         await self._store.put(
             znodes.topic_path(name), self._assignment_json(state.topic_id, all_replicas)
