@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from trafka.log.cleaner import clean_log
 from trafka.log.config import LogConfig
@@ -202,3 +205,27 @@ def test_log_manager_maintenance_compacts_and_later_removes_tombstones(tmp_path:
     manager.close()
     checkpoint = (tmp_path / "data" / "cleaner-offset-checkpoint").read_text().splitlines()
     assert checkpoint[:2] == ["0", "1"] and checkpoint[2].startswith("users 0 ")
+
+
+def test_a_truncation_during_cleaning_abandons_the_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trafka.log import cleaner
+
+    log = open_log(tmp_path)
+    for i in range(40):
+        put(log, b"k%d" % (i % 3), b"v%d" % i)
+    log.update_high_watermark(log.log_end_offset)
+    segments = log.segments()
+    target = segments[1].base_offset + 1
+    original = cleaner._build_offset_map
+
+    def truncating(*args: Any, **kwargs: Any) -> Any:
+        log.truncate_to(target)  # a follower truncation racing the cleaner thread
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cleaner, "_build_offset_map", truncating)
+    assert clean_log(log, now_ms=NOW, first_dirty_offset=0) is None
+    assert log.log_end_offset <= target
+    assert [offset for offset, _, _ in records(log)] == list(range(log.log_end_offset))
+    log.close()

@@ -23,8 +23,9 @@ One pass of `clean_log` on a `cleanup.policy=compact` (or `compact,delete`) log:
      its producer's latest batch, so idempotence survives compaction;
    * control batches and legacy (magic 0/1) entries are copied unchanged.
    Source segments are grouped so an output stays within `segment.bytes`.
-3. Under the lock again: if the segments are still the ones we read (retention or a
-   truncation did not intervene; otherwise the pass is abandoned), swap the outputs in.
+3. Under the lock again: if the segment layout is unchanged (no retention, truncation or
+   DeleteRecords-driven removal in between; otherwise the pass is abandoned), swap the
+   outputs in.
    Appends are blocked only for this rename step, never while records are copied.
 
 Crash safety of the swap (see `PartitionLog.replace_segments`): outputs are fsynced, moved
@@ -111,7 +112,7 @@ def clean_log(
     with log.lock:
         if log.closed:
             return None
-        segments = log.segments_snapshot()
+        segments, generation = log.segments_snapshot()
         uncleanable = first_uncleanable_offset(log, segments, now_ms)
         cleanable = [
             segment
@@ -142,7 +143,7 @@ def clean_log(
         offset_map, map_end = _build_offset_map(dirty, fds, first_dirty, end, max_map_entries)
         to_clean = [s for s in cleanable if s.base_offset < map_end]
         return _clean_segments(
-            log, to_clean, fds, offset_map, map_end, now_ms, producer_last_offsets
+            log, to_clean, fds, offset_map, map_end, now_ms, producer_last_offsets, generation
         )
     except (OSError, LogError) as error:
         logger.warning("%s: cleaning abandoned: %s", log.directory, error)
@@ -214,6 +215,7 @@ def _clean_segments(
     map_end: int,
     now_ms: int,
     producer_last_offsets: dict[int, int],
+    generation: int,
 ) -> CleanResult | None:
     config = log.config
     tmp = log.directory / CLEANER_TMP_DIR
@@ -252,7 +254,7 @@ def _clean_segments(
         outputs.append((group, written))
     bytes_before = sum(s.size for s in to_clean)
     bytes_after = sum(s.size for _, written in outputs for s in written)
-    if not log.replace_segments(outputs, tmp):
+    if not log.replace_segments(outputs, tmp, generation=generation):
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     shutil.rmtree(tmp, ignore_errors=True)

@@ -229,6 +229,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._closed = False
+        self._layout_generation = 0
+        """Bumped whenever segments are removed or truncated (the cleaner checks it)."""
         self._io_guard = _OsErrorGuard(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
@@ -841,6 +843,7 @@ class PartitionLog:
             if doomed:
                 self._remove_segments(doomed)
             segment = self._segments[-1]
+            self._layout_generation += 1
             dropped = segment.truncate_to(offset)
             segment.make_active()
             logger.info("%s: truncated to %d (%d bytes dropped)", self.directory, offset, dropped)
@@ -874,6 +877,7 @@ class PartitionLog:
 
     def _remove_segments(self, doomed: list[LogSegment], *, allow_all: bool = False) -> None:
         """Take segments out of the log and rename their files `.deleted` (LOG-19)."""
+        self._layout_generation += 1
         doomed_ids = {id(segment) for segment in doomed}
         remaining = [segment for segment in self._segments if id(segment) not in doomed_ids]
         if not remaining and not allow_all:
@@ -1051,23 +1055,29 @@ class PartitionLog:
         """The log's lock, for the cleaner's swap step."""
         return self._lock
 
-    def segments_snapshot(self) -> list[LogSegment]:
-        """The current segment objects (the cleaner reads them without the lock)."""
+    def segments_snapshot(self) -> tuple[list[LogSegment], int]:
+        """The current segment objects and the layout generation (for the cleaner)."""
         with self._lock:
-            return list(self._segments)
+            return list(self._segments), self._layout_generation
 
     def replace_segments(
-        self, outputs: list[tuple[list[LogSegment], list[LogSegment]]], tmp: Path
+        self,
+        outputs: list[tuple[list[LogSegment], list[LogSegment]]],
+        tmp: Path,
+        *,
+        generation: int,
     ) -> bool:
         """Swap compacted segments in (see `cleaner.py` for the crash-safe protocol).
 
         `outputs` pairs each group of current segments with the closed segments written
-        for it in `tmp`. False (nothing changed) if any old segment is no longer in the log.
+        for it in `tmp`. False (nothing changed) if any segment was removed or truncated
+        since `generation` was read: the outputs may hold data the log no longer has.
         """
         with self._lock, self._io_guard:
             current = {id(segment) for segment in self._segments[:-1]}
             olds = [segment for group, _ in outputs for segment in group]
-            if self._closed or any(id(segment) not in current for segment in olds):
+            stale = generation != self._layout_generation
+            if self._closed or stale or any(id(segment) not in current for segment in olds):
                 return False
             news = [segment for _, written in outputs for segment in written]
             suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
