@@ -349,7 +349,7 @@ def test_no_invalid_transitions_in_these_flows() -> None:
     driver.run(BrokerChange(driver.tree.brokers()))
     register(driver.tree, 2)
     driver.run(BrokerChange(driver.tree.brokers()))
-    assert driver.controller.invalid_transitions == []
+    assert list(driver.controller.invalid_transitions) == []
 
 
 def test_bounced_broker_is_failed_then_started_and_ends_with_leader_and_isr() -> None:

@@ -40,6 +40,7 @@ Deliberate simplifications (written down, STYLE 11):
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,8 @@ from trafka.node.replication.ids import (
 
 P = PartitionState
 R = ReplicaState
+MAX_RECORDED_INVALID_TRANSITIONS = 1000
+"""Skipped illegal transitions kept for inspection (Kafka logs them); the oldest go first."""
 Replica = tuple[TopicPartition, BrokerId]
 
 
@@ -168,7 +171,7 @@ class Controller:
         self.broker_id = broker_id
         self.config = config or ControllerConfig()
         self.context: ControllerContext | None = None
-        self.invalid_transitions: list[str] = []
+        self.invalid_transitions: deque[str] = deque(maxlen=MAX_RECORDED_INVALID_TRANSITIONS)
         self._step = _StepBuilder()
         self._last_event: ControllerEvent | None = None
         self._handlers: dict[type, Callable[[ControllerContext, Any], None]] = {
