@@ -405,3 +405,32 @@ def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None
     log.update_high_watermark(5)
     assert log.last_stable_offset == 5
     log.close()
+
+
+def test_rolls_when_offsets_outgrow_the_32_bit_relative_offset(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader")
+    leader.append_as_leader(batch(1), leader_epoch=0, now_ms=NOW)
+    first = leader.read(0, max_bytes=1 << 20).to_bytes()
+    follower = open_log(tmp_path / "follower")
+    follower.append_as_follower(first)
+    far = bytearray(batch(1))
+    batch_format.set_base_offset(far, 0, 3_000_000_000)
+    follower.append_as_follower(bytes(far))
+    assert [s.base_offset for s in follower.segments()] == [0, 3_000_000_000]
+    assert follower.log_end_offset == 3_000_000_001
+    assert follower.read(3_000_000_000, max_bytes=1000).to_bytes() == bytes(far)
+    leader.close()
+    follower.close()
+    reopened = open_log(tmp_path / "follower", recovery_point=0)
+    assert reopened.log_end_offset == 3_000_000_001
+    reopened.close()
+
+
+def test_an_empty_active_segment_is_replaced_not_kept_on_a_jump(tmp_path: Path) -> None:
+    follower = open_log(tmp_path)
+    far = bytearray(batch(1))
+    batch_format.set_base_offset(far, 0, 5_000_000_000)
+    follower.append_as_follower(bytes(far))
+    assert [s.base_offset for s in follower.segments()] == [5_000_000_000]
+    assert follower.log_start_offset == 5_000_000_000
+    follower.close()

@@ -697,6 +697,9 @@ class PartitionLog:
         segment = LogSegment.create(self.directory, new_base, self._config, now_ms=now_ms)
         fsync_dir(self.directory)
         self._add_segment(segment)
+        # An empty log that jumped ahead (a follower) starts where its data starts.
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self.producer_state.take_snapshot(new_base)
         return segment
 
