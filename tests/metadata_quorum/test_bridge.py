@@ -137,6 +137,27 @@ async def test_three_voters_in_process(tmp_path: Path) -> None:
         assert nodes[2].children_local("/t") == sorted(f"n{i}" for i in range(20))
 
 
+async def test_chroot_prefixes_every_path(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    config = make_config(
+        1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100, chroot="/kafka/a"
+    )
+    async with open_metadata_quorum(config) as quorum:
+        with trio.fail_after(10):
+            await quorum.wait_ready()
+        assert quorum.children_local("/", watch=True) == []
+        assert await quorum.create("/q", b"") == "/q"
+        assert await quorum.create("/q/n-", sequential=True) == "/q/n-0000000000"
+        assert await next_event(quorum) == WatchEvent(
+            EventType.NODE_CHILDREN_CHANGED, "/", quorum.last_zxid() - 1
+        )
+        server_paths = quorum.read_local(lambda tree: [p for p, _, _ in tree.walk("/")])
+        assert server_paths == ["/", "/kafka", "/kafka/a", "/kafka/a/q", "/kafka/a/q/n-0000000000"]
+        with pytest.raises(NoNodeError) as missing:
+            await quorum.delete("/nothing")
+        assert missing.value.path == "/nothing"
+
+
 def test_voters_parsing_and_secret_rules(tmp_path: Path) -> None:
     assert parse_voters("1@localhost:9093, 2@[::1]:9094") == (
         Voter(1, "localhost", 9093),

@@ -142,6 +142,7 @@ class MetadataQuorum:
         self._events_lost = False
         self._raft_ready = trio.Event()
         self._session_ready = trio.Event()
+        self._chroot_ready = trio.Event()
         self._session_lost = trio.Event()
         self._session_id = 0
         self._last_zxid: int | None = None
@@ -158,6 +159,7 @@ class MetadataQuorum:
     async def start(self, nursery: trio.Nursery) -> None:
         """Start the session keeper and the leader's expiry task."""
         nursery.start_soon(self._watch_readiness)
+        nursery.start_soon(self._ensure_chroot)
         if self.config.open_session:
             nursery.start_soon(self._session_keeper)
         else:
@@ -167,7 +169,22 @@ class MetadataQuorum:
     async def wait_ready(self) -> None:
         """Until the local replica caught up with the leader and the session (if any) is open."""
         await self._raft_ready.wait()
+        await self._chroot_ready.wait()
         await self._session_ready.wait()
+
+    async def _ensure_chroot(self) -> None:
+        """Create the chroot path (and its parents) if missing, as Kafka does at startup."""
+        await self._raft_ready.wait()
+        prefix = self._chroot.prefix
+        parts = [p for p in prefix.split("/") if p]
+        for depth in range(1, len(parts) + 1):
+            path = "/" + "/".join(parts[:depth])
+            if self.exists_local_server(path) is not None:
+                continue
+            result = await self._submit(Create(path), use_session=False)
+            if isinstance(result, ErrorResult) and result.code != ErrorCode.NODE_EXISTS:
+                raise error_for(result.code, path)
+        self._chroot_ready.set()
 
     async def aclose(self) -> None:
         """Close the session (its ephemerals vanish now, not after the timeout), then stop."""
@@ -371,6 +388,10 @@ class MetadataQuorum:
 
     def _read(self, reader: Callable[[ZNodeTree], T]) -> T:
         return self._transport.read(reader)
+
+    def exists_local_server(self, server_path: str) -> Stat | None:
+        """exists() on a server path (outside the chroot), no watch."""
+        return self._read(lambda tree: tree.exists(server_path))
 
     def get_local(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
         server = self._server_path(path)
