@@ -381,12 +381,8 @@ class Broker:
         if validate_only:
             return
         await self.topics.set_configs(name, new)
-        manager = self.log_manager
-        if manager is not None:
-            for partition in state.partitions:
-                partition_log = manager.get(name, partition)
-                if partition_log is not None:
-                    partition_log.update_config(self.log_config_for(name))
+        if self.log_manager is not None:
+            self.log_manager.set_topic_config(name, self.log_config_for(name))
 
     def _require_store(self) -> MetadataStore:
         assert self.store is not None, "broker not started"
@@ -477,17 +473,19 @@ class Broker:
 
     def _open_logs(self) -> LocalLogs:
         from trafka.log.config import LogConfig
+        from trafka.log.errors import LogError
 
         try:
-            logs = LocalLogs(
+            return LocalLogs(
                 [Path(d) for d in self.config.log_dirs],
                 LogConfig.from_properties(self.config.topic_defaults()),
                 now_ms=_now_ms(),
+                node_id=self.node_id,
+                cluster_id=self.cluster_id,
+                topic_configs={name: self.log_config_for(name) for name in self.topics.topics},
             )
-            logs.open_existing(self.log_config_for)
-        except OSError as error:
+        except (OSError, LogError) as error:
             raise StartupError(f"cannot open log directories: {error}") from None
-        return logs
 
     def local_partition_sizes(self) -> list[tuple[str, str, int, int]]:
         return [] if self.log_manager is None else self.log_manager.partition_sizes()
