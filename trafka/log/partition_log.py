@@ -274,7 +274,7 @@ class PartitionLog:
         self._complete_swaps()
         base_offsets = self._segment_base_offsets()
         start_recovery_at = None if clean else (recovery_point or 0)
-        recovered_any = False
+        recovered: list[LogSegment] = []
         for slot, base_offset in enumerate(base_offsets):
             segment = LogSegment(self.directory, base_offset, self._config, created_ms=now_ms)
             upper = base_offsets[slot + 1] if slot + 1 < len(base_offsets) else None
@@ -282,7 +282,7 @@ class PartitionLog:
                 upper is None or upper > start_recovery_at
             )
             if needs_scan or not segment.load():
-                recovered_any = True
+                recovered.append(segment)
                 truncated = self._recover_segment(segment)
                 self._add_segment(segment)
                 if truncated:
@@ -311,8 +311,8 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
-        if recovered_any:
-            for segment in self._segments:
+        for segment in recovered:
+            if segment in self._segments:
                 segment.flush()
         self._recovery_point = self.log_end_offset
         self._high_watermark = self._log_start_offset
