@@ -81,16 +81,29 @@ class FakeReplicaManager:
         log.append(bytes(batch))
         return Result()
 
-    def read(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, isolation_level: int
-    ) -> Result:
-        batches = [b for b in self.logs.get(partition, []) if _one(b).records[-1].offset >= offset]
-        return Result(records=b"".join(batches))
+    def get_or_create_log(self, topic: str, partition: int) -> FakeLog:
+        return FakeLog(self.logs.get(partition, []))
 
-    def list_offset(
-        self, topic: str, partition: int, timestamp: int, *, isolation_level: int
-    ) -> Result:
-        return Result(offset=0)
+
+@dataclass
+class FakeData:
+    data: bytes
+
+    def to_bytes(self) -> bytes:
+        return self.data
+
+
+@dataclass
+class FakeLog:
+    batches: list[bytes]
+    log_start_offset: int = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return _one(self.batches[-1]).header.next_offset if self.batches else 0
+
+    def read(self, offset: int, *, max_bytes: int, max_offset: int, with_bytes: bool) -> FakeData:
+        return FakeData(b"".join(b for b in self.batches if _one(b).header.next_offset > offset))
 
 
 def _one(batch: bytes) -> Any:

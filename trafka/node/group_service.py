@@ -9,7 +9,7 @@ What it adds to the logic (STYLE 1: keep this short):
   `offsets.topic.num.partitions` partitions, replication factor
   `offsets.topic.replication.factor` capped by the live brokers).
 * **Loading**: the first request for a partition this node leads (or leads in a new leader
-  epoch, i.e. after a failover) reads the partition from its log start to its high watermark
+  epoch, i.e. after a failover) reads the partition from its log start to its log end
   and rebuilds the coordinator with `GroupCoordinator.load`; a partition whose leadership
   moved away is unloaded (its parked requests get NOT_COORDINATOR).
 * **Records**: every call's records are appended with acks=all (Kafka's offsets topic
@@ -29,7 +29,6 @@ broker can instead `nursery.start(service.run)` and set `broker.group_service`).
 
 Not implemented: eager loading of every partition on becoming leader (we load on first
 request, so offset expiry of a partition nobody asks about waits for that request),
-COORDINATOR_LOAD_IN_PROGRESS (a load happens inside the request that needs it),
 transactional offsets.
 """
 
@@ -233,18 +232,19 @@ class GroupService:
         return current
 
     def _load(self, partition: int) -> GroupCoordinator:
-        replica_manager = self._broker.replica_manager
+        """Read the partition from its log start to its log end (not the high watermark: a
+        new leader's HW may trail its log end until the followers fetch, and the records in
+        between may have been acknowledged by the old leader; Kafka loads to the log end)."""
+        partition_log = self._broker.replica_manager.get_or_create_log(OFFSETS_TOPIC, partition)
+        end_offset = int(partition_log.log_end_offset)
+        offset = int(partition_log.log_start_offset)
         records: list[OffsetsTopicRecord] = []
-        earliest = replica_manager.list_offset(OFFSETS_TOPIC, partition, -2, isolation_level=0)
-        offset = max(earliest.offset, 0)
-        while True:
-            result = replica_manager.read(
-                OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_READ_BYTES, isolation_level=0
+        while offset < end_offset:
+            data = partition_log.read(
+                offset, max_bytes=LOAD_READ_BYTES, max_offset=end_offset, with_bytes=True
             )
-            if result.error_code != 0 or not result.records:
-                break
             next_offset = offset
-            for batch_next_offset, batch_records in _iter_batches(result.records):
+            for batch_next_offset, batch_records in _iter_batches(data.to_bytes()):
                 next_offset = max(next_offset, batch_next_offset)
                 for record_offset, key, value in batch_records:
                     if key is None or record_offset < offset:
@@ -252,9 +252,9 @@ class GroupService:
                     try:
                         records.append(decode_record(key, value))
                     except CorruptOffsetsRecordError:
-                        log.warning("skipping a corrupt %s-%d record", OFFSETS_TOPIC, partition)
+                        log.warning("corrupt record in %s-%d", OFFSETS_TOPIC, partition)
             if next_offset <= offset:
-                break
+                break  # nothing readable here (an empty tail); what we have is the state
             offset = next_offset
         log.debug("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
         return GroupCoordinator.load(self._config, self._rng, records, _now_ms())
