@@ -584,8 +584,12 @@ class Broker:
         return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host)
 
     async def _maintenance_loop(self) -> None:
+        """Retention, flush.ms, producer expiry, compaction, checkpoints: in a worker thread."""
+        interval_s = min(
+            MAINTENANCE_INTERVAL_S, self.config.get_int("log.retention.check.interval.ms") / 1000
+        )
         while True:
-            await trio.sleep(MAINTENANCE_INTERVAL_S)
+            await trio.sleep(interval_s)
             manager = self.log_manager
             if manager is not None:
                 try:
