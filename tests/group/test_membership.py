@@ -395,3 +395,10 @@ def test_describe_and_list_groups() -> None:
 
 def test_fast_config_is_fast() -> None:
     assert FAST.group_initial_rebalance_delay_ms == 0
+
+
+def test_pending_members_are_bounded_even_without_group_max_size() -> None:
+    h = Harness(GroupConfig(group_initial_rebalance_delay_ms=0, max_members_per_group=3))
+    for _ in range(3):
+        h.join_new_member()
+    assert h.join_result(h.join()).error == ErrorCode.group_max_size_reached

@@ -23,6 +23,9 @@ class GroupConfig:
     new_member_join_timeout_ms: how long a member that joined but never completed a join may
         wait in a rebalance (Kafka's `NewMemberJoinTimeoutMs`, 5 minutes).
     max_groups: our own bound on the number of groups one coordinator partition holds.
+    max_members_per_group: our own bound on members + KIP-394 pending members of one group,
+        whatever `group.max.size` says (a client looping on JoinGroup with an empty member
+        id must not grow the pending set without limit).
     """
 
     group_initial_rebalance_delay_ms: int = 3000
@@ -35,6 +38,7 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 50
     new_member_join_timeout_ms: int = 300_000
     max_groups: int = 100_000
+    max_members_per_group: int = 10_000
 
     @property
     def offsets_retention_ms(self) -> int:

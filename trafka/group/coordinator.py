@@ -421,7 +421,8 @@ class GroupCoordinator:
         instance_id = request.group_instance_id
         replacing = instance_id is not None and instance_id in group.static_members
         group_size = len(group.members) + len(group.pending_members)
-        if not replacing and group_size >= self._config.group_max_size:
+        max_size = min(self._config.group_max_size, self._config.max_members_per_group)
+        if not replacing and group_size >= max_size:
             effects.reply(request_id, JoinGroupResult(ErrorCode.group_max_size_reached))
             return
         member_id = self._new_member_id(instance_id or request.client_id)
