@@ -434,3 +434,26 @@ def test_an_empty_active_segment_is_replaced_not_kept_on_a_jump(tmp_path: Path) 
     assert [s.base_offset for s in follower.segments()] == [5_000_000_000]
     assert follower.log_start_offset == 5_000_000_000
     follower.close()
+
+
+def test_segment_files_parse_with_kafka_pythons_own_reader(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():  # kafka-python 3.0 uses importlib.resources.read_text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record import MemoryRecords
+
+    log = open_log(tmp_path, LogConfig(segment_bytes=600))
+    for epoch in range(6):
+        values = [b"e%d-%d" % (epoch, i) for i in range(3)]
+        log.append_as_leader(batch(values, key=b"k"), leader_epoch=epoch, now_ms=NOW)
+    log.close()
+    seen: list[tuple[int, bytes, int]] = []
+    for segment in sorted((tmp_path / "orders-0").glob("*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while (parsed := records.next_batch()) is not None:
+            assert parsed.validate_crc()
+            for record in parsed:
+                seen.append((record.offset, record.value, parsed.leader_epoch))
+    assert [offset for offset, _, _ in seen] == list(range(18))
+    assert seen[4] == (4, b"e1-1", 1)
