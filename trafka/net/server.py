@@ -467,6 +467,9 @@ class KafkaServer:
         self._connections_by_ip[ip] = per_ip + 1
         try:
             await _Connection(self, stream, listener_name, (ip, peer[1])).run()
+        except Exception:
+            # A bug in one connection must not take the listener (and every client) down.
+            log.exception("connection from %s:%d failed unexpectedly", ip, peer[1])
         finally:
             self._connection_count -= 1
             remaining = self._connections_by_ip[ip] - 1
