@@ -23,6 +23,7 @@ from trafka.metadata_quorum.config import (
     config_from_properties,
     parse_voters,
 )
+from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import (
     BadVersionError,
     Check,
@@ -135,6 +136,28 @@ async def test_three_voters_in_process(tmp_path: Path) -> None:
             while len({(node.last_zxid(), node.tree_digest()) for node in nodes}) != 1:
                 await trio.sleep(0.01)
         assert nodes[2].children_local("/t") == sorted(f"n{i}" for i in range(20))
+
+
+async def test_snapshot_then_restart_keeps_the_tree(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100)
+    dump = config.data_dir / "quorum.dump"
+    async with open_metadata_quorum(config) as quorum:
+        with trio.fail_after(10):
+            await quorum.wait_ready()
+        await quorum.create("/kept", b"before")
+        quorum.force_snapshot()
+        with trio.fail_after(10):
+            while not dump.exists():
+                await trio.sleep(0.02)
+        await quorum.create("/kept/after", b"after")  # in the journal, after the snapshot
+        expected = quorum.walk_local("/kept")
+    async with open_metadata_quorum(config) as quorum:
+        with trio.fail_after(10):
+            await quorum.wait_ready()
+        await quorum.sync()
+        assert quorum.walk_local("/kept") == expected
+    assert load_data_dir(config.data_dir).snapshot_index > 0
 
 
 async def test_chroot_prefixes_every_path(tmp_path: Path) -> None:

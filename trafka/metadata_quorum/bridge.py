@@ -448,6 +448,10 @@ class MetadataQuorum:
         """Run `reader` on the local replica, atomically w.r.t. applies. Do not keep the tree."""
         return self._read(reader)
 
+    def force_snapshot(self) -> None:
+        """Write a snapshot (`quorum.dump`) and compact the journal soon (pysyncobj's tick)."""
+        self._transport.force_snapshot()
+
     def events(self) -> trio.MemoryReceiveChannel[QuorumEvent]:
         """The node's one stream of fired watches and session events (bounded)."""
         return self._receive_events

@@ -42,6 +42,7 @@ import pickle
 import struct
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,9 +139,13 @@ class RaftTransport:
             dynamicMembershipChange=False,
         )
         others = [v.address for v in config.voters if v is not me]
-        self._syncobj = SyncObj(
-            me.address if me else None, others, conf, consumers=[self._consumer]
-        )
+        with warnings.catch_warnings():
+            # pysyncobj's MetaStorer.getMeta reads `.meta` with an unclosed open(): on a
+            # restart that raises a ResourceWarning right here (refcount-freed file).
+            warnings.simplefilter("ignore", ResourceWarning)
+            self._syncobj = SyncObj(
+                me.address if me else None, others, conf, consumers=[self._consumer]
+            )
         self._syncobj.addOnTickCallback(self._on_tick)
 
     # -- writes and reads --------------------------------------------------------------
@@ -263,6 +268,10 @@ class RaftTransport:
         for path in (self._journal_path, self._journal_path + ".meta", self._dump_path):
             _fsync_path(path, os.O_RDONLY)
         _fsync_path(str(self.config.data_dir), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+    def force_snapshot(self) -> None:
+        """Ask pysyncobj to write `quorum.dump` and compact the journal at its next tick."""
+        self._syncobj.forceLogCompaction()
 
     def destroy(self) -> None:
         """Stop the tick thread and close the port; the final state is synced to disk."""
