@@ -342,8 +342,8 @@ class SimCluster:
         leader_log.high_watermark = leader.high_watermark
         if outcome.isr_write is not None:
             self._isr_write(source, outcome.isr_write)
-        if drop_response:
-            return
+        if drop_response or follower.following.get(tp) is not follow:
+            return  # lost, or the follower's role changed meanwhile: the response is stale
         log.append(list(records), flush=self._flush_on_append)
         log.high_watermark = min(log.log_end_offset, leader.high_watermark)
 
