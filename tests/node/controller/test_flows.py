@@ -423,3 +423,18 @@ def test_reassignment_removes_a_dead_old_replica_from_the_isr() -> None:
     successor.run(leader_changes_isr(tree, T0, (*successor.state(T0).isr, 4)))
     assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 4)
     assert successor.state(T0).isr == ids(1, 2, 4)
+
+
+def test_controlled_shutdown_survives_a_conflicting_write() -> None:
+    driver = started((1, 2, 3), {0: (1, 2, 3), 1: (2, 1, 3)})
+    tree = driver.tree
+    leader_changes_isr(tree, T1, (2, 1))  # a leader's ISR write the controller has not seen
+    step = driver.run(ControlledShutdown(BrokerId(1), tree.brokers()[0].broker_epoch))
+    assert driver.failed_multis == 1  # reloaded from the tree and redone
+    assert step.answers and step.answers[0].partitions_remaining == ()
+    assert driver.state(T0).leader == 2 and 1 not in driver.state(T0).isr
+    assert driver.state(T1).isr == ids(2)
+    # While it is shutting down, no election hands broker 1 a partition back.
+    unregister(tree, 3)
+    driver.run(BrokerChange(tree.brokers()))
+    assert driver.state(T0).leader == 2 and driver.state(T1).leader == 2

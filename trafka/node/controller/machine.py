@@ -242,9 +242,17 @@ class Controller:
 
     # -- failover, resync ---------------------------------------------------------------------
 
-    def _on_failover(self, snapshot: TreeSnapshot, now_ms: int, *, increment_epoch: bool) -> None:
+    def _on_failover(
+        self,
+        snapshot: TreeSnapshot,
+        now_ms: int,
+        *,
+        increment_epoch: bool,
+        shutting_down: frozenset[BrokerId] = frozenset(),
+    ) -> None:
         """onControllerFailover (CTL-44). Steps 2-6 (watches) are the shell's."""
         context = ControllerContext.from_snapshot(self.broker_id, snapshot)
+        context.shutting_down_brokers = set(shutting_down) & set(context.live_brokers)
         if increment_epoch:  # step 1
             old_epoch = snapshot.controller_epoch.data.epoch
             old_version = snapshot.controller_epoch.version
@@ -306,17 +314,18 @@ class Controller:
         ):
             self.context = None
             return False
-        shutting_down = set(context.shutting_down_brokers)
-        self._on_failover(snapshot, now_ms=0, increment_epoch=False)
+        shutting_down = frozenset(context.shutting_down_brokers)
+        self._on_failover(snapshot, 0, increment_epoch=False, shutting_down=shutting_down)
         self._step.timers.clear()  # the rebalance timer armed at failover still stands
         reloaded = self.context
         assert reloaded is not None
-        reloaded.shutting_down_brokers = shutting_down & set(reloaded.live_brokers)
         last = self._last_event
         if isinstance(last, ControlledShutdown):
             self._on_controlled_shutdown(reloaded, last)
         elif isinstance(last, PreferredReplicaElection) and not last.from_admin_path:
             self._on_preferred_election_event(reloaded, last)
+        elif isinstance(last, CancelReassignment):
+            self._on_cancel_reassignment(reloaded, last)
         elif isinstance(last, UncleanLeaderElection):
             self._on_unclean_election(reloaded, last)
         return True
