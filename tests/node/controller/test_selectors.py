@@ -103,3 +103,12 @@ def test_no_op_keeps_leader_and_isr() -> None:
     assert no_op_leader(b(1, 2, 3), BrokerId(2), b(2, 3), live(2, 3)) == Election(
         leader=BrokerId(2), isr=b(2, 3), receivers=b(2, 3)
     )
+
+
+def test_every_failure_maps_to_an_elect_leaders_error() -> None:
+    from kio.schema.errors import ErrorCode
+
+    for reason in ElectionFailureReason:
+        assert ElectionFailure(reason).error is not ErrorCode.none
+    already = ElectionFailure(ElectionFailureReason.PREFERRED_REPLICA_ALREADY_LEADER)
+    assert already.error is ErrorCode.election_not_needed

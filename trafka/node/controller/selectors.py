@@ -14,6 +14,8 @@ import enum
 from collections.abc import Set
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from trafka.node.replication.ids import BrokerId
 
 
@@ -45,6 +47,29 @@ class ElectionFailureReason(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ElectionFailure:
     reason: ElectionFailureReason
+
+    @property
+    def error(self) -> ErrorCode:
+        """The error ElectLeaders answers for this partition (KIP-460)."""
+        return ELECTION_ERRORS[self.reason]
+
+
+ELECTION_ERRORS: dict[ElectionFailureReason, ErrorCode] = {
+    ElectionFailureReason.NO_REPLICA_ONLINE: ErrorCode.eligible_leaders_not_available,
+    ElectionFailureReason.NO_LIVE_ISR_AND_UNCLEAN_DISABLED: (
+        ErrorCode.eligible_leaders_not_available
+    ),
+    ElectionFailureReason.NO_REASSIGNED_REPLICA_IN_ISR: ErrorCode.eligible_leaders_not_available,
+    ElectionFailureReason.PREFERRED_REPLICA_NOT_AVAILABLE: (
+        ErrorCode.preferred_leader_not_available
+    ),
+    ElectionFailureReason.PREFERRED_REPLICA_ALREADY_LEADER: ErrorCode.election_not_needed,
+    ElectionFailureReason.NO_LEADER_OUTSIDE_SHUTTING_DOWN: (
+        ErrorCode.eligible_leaders_not_available
+    ),
+    ElectionFailureReason.ELECTION_NOT_NEEDED: ErrorCode.election_not_needed,
+}
+"""ElectLeaders error per failure reason (Kafka's ElectLeaders/KIP-460 codes)."""
 
 
 ElectionResult = Election | ElectionFailure
