@@ -27,6 +27,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.log import errors as log_errors
+from trafka.net.framing import Chunk, FileRegion
 from trafka.node.topics import TopicManager
 
 LATEST_TIMESTAMP = -1
@@ -50,7 +51,8 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | None = None
+    records: tuple[Chunk, ...] = ()
+    """Whole batches: file regions (sendfile) or bytes."""
     size: int = 0
 
 
@@ -204,7 +206,7 @@ class ReplicaManager:
                 log_start_offset,
             )
         if fetch_offset >= upper or (max_bytes <= 0 and not min_one_batch):
-            return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, b"", 0)
+            return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, (), 0)
         try:
             data = log.read(
                 fetch_offset, max_bytes=max_bytes, max_offset=upper, min_one_batch=min_one_batch
@@ -286,12 +288,15 @@ class ReplicaManager:
             self._log_manager.delete(topic, partition)
 
 
-def _fetch_payload(data: Any) -> tuple[bytes, int]:
-    """(records bytes, size) from the log's FetchData (file regions read with pread).
+def _fetch_payload(data: Any) -> tuple[tuple[Chunk, ...], int]:
+    """(chunks, size) from the log's FetchData: file regions sent with os.sendfile.
 
-    TODO(perf): hand the FileRegions to trafka.net for os.sendfile instead of copying.
+    A region whose segment is deleted (retention) or shortened (follower truncation) before
+    the response is written makes the net layer close the connection; the client retries.
     """
     if data is None or data.size == 0:
-        return b"", 0
-    payload = data.to_bytes()
-    return payload, len(payload)
+        return (), 0
+    chunks = tuple(
+        FileRegion(str(region.path), region.position, region.length) for region in data.regions
+    )
+    return chunks, int(data.size)
