@@ -114,6 +114,8 @@ def worker(settings: dict[str, Any]) -> None:
                     counter += 1
                     emit({"multi_s": multi_s, "separate_s": separate_s})
 
+    if settings.get("switch_interval_s"):
+        sys.setswitchinterval(settings["switch_interval_s"])
     trio.run(run)
 
 
@@ -171,11 +173,18 @@ def free_ports(count: int) -> list[int]:
     return pick(count)
 
 
-def start_cluster(size: int, root: Path) -> list[Node]:
+def start_cluster(size: int, root: Path, switch_interval_s: float | None) -> list[Node]:
     ports = free_ports(size)
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     nodes = [
-        Node({"node_id": i + 1, "voters": voters, "data_dir": str(root / f"n{i + 1}")})
+        Node(
+            {
+                "node_id": i + 1,
+                "voters": voters,
+                "data_dir": str(root / f"n{i + 1}"),
+                "switch_interval_s": switch_interval_s,
+            }
+        )
         for i in range(size)
     ]
     for node in nodes:
@@ -218,6 +227,12 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--multi", type=int, default=1000)
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval in the voters (seconds); default: Python's 0.005",
+    )
     parser.add_argument("--worker")
     args = parser.parse_args()
     if args.worker:
@@ -226,13 +241,13 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="quorum-bench-") as scratch:
         root = Path(scratch)
-        single = start_cluster(1, root / "single")
+        single = start_cluster(1, root / "single", args.switch_interval)
         try:
             results["reference_one_voter_leader"] = sequential(single[0], args.writes)
         finally:
             for node in single:
                 node.stop()
-        nodes = start_cluster(3, root / "three")
+        nodes = start_cluster(3, root / "three", args.switch_interval)
         try:
             leader, follower = leader_and_follower(nodes)
             results["three_voters_leader"] = sequential(leader, args.writes)
@@ -251,6 +266,7 @@ def main() -> None:
                 node.stop()
             results["pysyncobj_truncation_warnings"] = sum(n.truncation_warnings() for n in nodes)
         results["load_average_1m"] = os.getloadavg()[0]
+        results["switch_interval_s"] = args.switch_interval or sys.getswitchinterval()
     reference = results["reference_one_voter_leader"]["p50_ms"]
     results["ratio_p50_three_voters_vs_one_voter"] = (
         results["three_voters_leader"]["p50_ms"] / reference
