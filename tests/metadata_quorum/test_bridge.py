@@ -14,6 +14,7 @@ from trafka.metadata_quorum.bridge import (
     MetadataQuorum,
     MultiFailedError,
     SessionEvent,
+    SessionEventKind,
     open_metadata_quorum,
 )
 from trafka.metadata_quorum.config import (
@@ -158,6 +159,26 @@ async def test_snapshot_then_restart_keeps_the_tree(tmp_path: Path) -> None:
         await quorum.sync()
         assert quorum.walk_local("/kept") == expected
     assert load_data_dir(config.data_dir).snapshot_index > 0
+
+
+async def test_a_full_event_channel_reports_lost_events(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    config = make_config(
+        1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100, watch_queue_size=2
+    )
+    async with open_metadata_quorum(config) as quorum:
+        with trio.fail_after(10):
+            await quorum.wait_ready()
+        for name in ("a", "b", "c", "d"):
+            assert quorum.exists_local(f"/{name}", watch=True) is None
+        await quorum.multi([Create(f"/{name}") for name in ("a", "b", "c", "d")])
+        received = [await next_event(quorum), await next_event(quorum)]
+        assert [e.path for e in received if isinstance(e, WatchEvent)] == ["/a", "/b"]
+        await quorum.create("/e")  # the next delivery first reports the loss
+        assert quorum.exists_local("/f", watch=True) is None
+        await quorum.create("/f")
+        lost = await next_event(quorum)
+        assert isinstance(lost, SessionEvent) and lost.kind == SessionEventKind.EVENTS_LOST
 
 
 async def test_chroot_prefixes_every_path(tmp_path: Path) -> None:
