@@ -723,6 +723,14 @@ class ZNodeTree:
             # Malformed command from a buggy or hostile proposer: no partial effect.
             txn.rollback()
             result = ErrorResult(ErrorCode.MARSHALLING_ERROR, "")
+        except MemoryError:
+            raise  # not deterministic across replicas: better to stop this one
+        except Exception:
+            # A bug in this module. It is deterministic, so every replica fails the same
+            # way on the same entry: roll back and answer SystemError rather than let the
+            # exception kill pysyncobj's tick thread (and with it the node's quorum member).
+            txn.rollback()
+            result = ErrorResult(ErrorCode.SYSTEM_ERROR, "")
         if request_id and len(request_id) <= MAX_REQUEST_ID_BYTES:
             self._remember(request_id, result)
         return Applied(zxid, result, tuple(txn.changes), tuple(txn.ended_sessions))
