@@ -20,12 +20,15 @@ timestamp", becomes null).
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from trafka.log.batch import (
     HEADER_SIZE,
@@ -41,6 +44,7 @@ from trafka.log.records import (
     DEFAULT_MAX,
     RecordBatch,
     RecordColumns,
+    RecordHeader,
     decode_batch_columns,
 )
 from trafka.spark.logdir import ByteRange
@@ -152,37 +156,37 @@ def _micros(timestamp_ms: int) -> int | None:
     return timestamp_ms * 1000
 
 
+RECORD_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "sequence")
+BATCH_COLUMNS = tuple(name for name in LOG_SCHEMA.names if name not in RECORD_COLUMNS)
+
+
 @dataclass(slots=True)
 class LogColumns:
-    """Column lists for `LOG_SCHEMA`, filled row by row and turned into Arrow batches."""
+    """Batches (header values + record columns) collected and turned into Arrow batches.
+
+    Per-batch values are converted once per batch and repeated with `take`; record columns
+    are chained lists converted by pyarrow in C, and timestamps scaled by pyarrow compute:
+    per-record Python work stays in the log layer's decoder.
+    """
 
     topic: str
     partition: int
     broker: int
     segment: str
-    columns: dict[str, list[Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        self.columns = {name: [] for name in LOG_SCHEMA.names}
+    batch_values: list[tuple[Any, ...]] = field(default_factory=list)
+    records: list[RecordColumns] = field(default_factory=list)
+    rows: int = 0
 
     def __len__(self) -> int:
-        return len(self.columns["offset"])
+        return self.rows
 
-    def add_batch(
-        self,
-        position: int,
-        header: BatchHeader,
-        records: RecordColumns,
-        crc_valid: bool,
-    ) -> None:
-        count = len(records)
-        if count == 0:
-            return
-        cols = self.columns
-        batch_values: dict[str, Any] = {
+    def _add(self, values: dict[str, Any], records: RecordColumns) -> None:
+        self.batch_values.append(tuple(values[name] for name in BATCH_COLUMNS))
+        self.records.append(records)
+        self.rows += len(records)
+
+    def _batch_dict(self, position: int, header: BatchHeader) -> dict[str, Any]:
+        return {
             "topic": self.topic,
             "partition": self.partition,
             "broker": self.broker,
@@ -199,64 +203,93 @@ class LogColumns:
             "compression": compression_name(header.attributes),
             "magic": header.magic,
             "batch_crc": header.crc,
-            "batch_crc_valid": crc_valid,
+            "batch_crc_valid": True,
             "batch_error": None,
         }
-        for name, value in batch_values.items():
-            cols[name].extend([value] * count)
-        cols["offset"].extend(records.offsets)
-        cols["timestamp"].extend(
-            [t * 1000 if 0 <= t <= _MAX_TIMESTAMP_MS else None for t in records.timestamps]
-        )
-        cols["key"].extend(records.keys)
-        cols["value"].extend(records.values)
-        cols["headers"].extend(
-            [[(h.key, h.value) for h in hs] if hs else [] for hs in records.headers]
-        )
-        cols["sequence"].extend(records.sequences)
+
+    def add_batch(
+        self,
+        position: int,
+        header: BatchHeader,
+        records: RecordColumns,
+        crc_valid: bool,
+    ) -> None:
+        if len(records) == 0:
+            return
+        values = self._batch_dict(position, header)
+        values["batch_crc_valid"] = crc_valid
+        self._add(values, records)
 
     def add_error(
         self, position: int, error: str, header: BatchHeader | None, base_offset: int | None
     ) -> None:
         """One row for an entry whose records cannot be decoded."""
-        row: dict[str, Any] = dict.fromkeys(LOG_SCHEMA.names)
-        row.update(
-            topic=self.topic,
-            partition=self.partition,
-            broker=self.broker,
-            segment=self.segment,
-            position=position,
-            headers=[],
-            batch_crc_valid=False,
-            batch_error=error,
-        )
         if header is not None:
-            row.update(
-                batch_base_offset=header.base_offset,
-                batch_last_offset=header.last_offset,
-                offset=header.base_offset,
-                timestamp=_micros(header.max_timestamp),
-                timestamp_type=timestamp_type_name(header),
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                sequence=header.base_sequence,
-                partition_leader_epoch=header.partition_leader_epoch,
-                is_transactional=header.is_transactional,
-                is_control=header.is_control,
-                compression=compression_name(header.attributes),
-                magic=header.magic,
-                batch_crc=header.crc,
+            values = self._batch_dict(position, header)
+            row = RecordColumns(
+                [header.base_offset],
+                [header.max_timestamp],
+                [None],
+                [None],
+                [()],
+                [header.base_sequence],
             )
         else:
-            row.update(batch_base_offset=base_offset, offset=base_offset)
-        for name, value in row.items():
-            self.columns[name].append(value)
+            values = dict.fromkeys(BATCH_COLUMNS)
+            values.update(
+                topic=self.topic,
+                partition=self.partition,
+                broker=self.broker,
+                segment=self.segment,
+                position=position,
+                batch_base_offset=base_offset,
+            )
+            row = RecordColumns([base_offset], [-1], [None], [None], [()], [None])  # type: ignore[list-item]
+        values.update(batch_crc_valid=False, batch_error=error)
+        self._add(values, row)
 
     def to_arrow(self) -> pa.RecordBatch:
-        arrays = [pa.array(self.columns[f.name], type=f.type) for f in LOG_SCHEMA]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=LOG_SCHEMA)
-        self.clear()
+        counts = [len(r) for r in self.records]
+        take = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+        arrays: dict[str, pa.Array] = {}
+        for index, name in enumerate(BATCH_COLUMNS):
+            per_batch = pa.array(
+                [v[index] for v in self.batch_values], type=LOG_SCHEMA.field(name).type
+            )
+            arrays[name] = per_batch.take(take)
+        chain = itertools.chain.from_iterable
+        records = self.records
+        arrays["offset"] = pa.array(list(chain(r.offsets for r in records)), type=pa.int64())
+        arrays["timestamp"] = _timestamps(list(chain(r.timestamps for r in records)))
+        arrays["key"] = pa.array(list(chain(r.keys for r in records)), type=pa.binary())
+        arrays["value"] = pa.array(list(chain(r.values for r in records)), type=pa.binary())
+        arrays["headers"] = _headers(list(chain(r.headers for r in records)))
+        arrays["sequence"] = pa.array(list(chain(r.sequences for r in records)), type=pa.int32())
+        batch = pa.RecordBatch.from_arrays([arrays[n] for n in LOG_SCHEMA.names], schema=LOG_SCHEMA)
+        self.batch_values = []
+        self.records = []
+        self.rows = 0
         return batch
+
+
+def _timestamps(milliseconds: list[int]) -> pa.Array:
+    """Kafka milliseconds -> `timestamp[us, UTC]`; negative (no timestamp) or absurd -> null."""
+    values = pa.array(milliseconds, type=pa.int64())
+    valid = pc.and_(pc.greater_equal(values, 0), pc.less_equal(values, _MAX_TIMESTAMP_MS))
+    micros = pc.multiply(pc.if_else(valid, values, 0), 1000)
+    return pc.if_else(valid, micros, None).cast(TIMESTAMP_TYPE)
+
+
+def _headers(per_record: list[tuple[RecordHeader, ...]]) -> pa.Array:
+    offsets = np.zeros(len(per_record) + 1, dtype=np.int32)
+    np.cumsum([len(h) for h in per_record], out=offsets[1:])
+    flat = list(itertools.chain.from_iterable(per_record))
+    keys = pa.array([h.key for h in flat], type=pa.string())
+    values = pa.array([h.value for h in flat], type=pa.binary())
+    structs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE))
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), structs, type=LOG_SCHEMA.field("headers").type
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,14 +2,16 @@
 
     df = (spark.read.format("trafka_log")
           .option("paths", "/data/b1,/data/b2")     # log dirs (or .load("/data/b1"))
-          .option("splitBytes", str(32 << 20))      # input partition size (optional)
+          .option("splitBytes", str(32 << 20))      # max input partition size (optional)
+          .option("minPartitions", "8")             # spread over at least this many tasks
           .option("topics", "orders,payments")      # prune by topic (optional)
           .load())
 
 `format("trafka_batches")` reads the same files as one row per batch
 (`trafka.spark.batches.BATCH_SCHEMA`: offsets, CRCs, digests), which the checks use.
 
-Input partitions are byte ranges of about `splitBytes` cut at batch boundaries
+Input partitions are byte ranges of at most `splitBytes` (and small enough to make about
+`minPartitions` of them, but not below 1 MiB) cut at batch boundaries
 (`trafka.spark.logdir.split_segment`: one or more per segment; small segments are packed
 together, `pack_ranges`, so a log dir of many small partitions is not thousands of
 tasks), decoded in the workers by `trafka.spark.columns`
@@ -61,6 +63,9 @@ from trafka.spark.logdir import (
 
 SOURCE_NAME = "trafka_log"
 BATCH_SOURCE_NAME = "trafka_batches"
+
+DEFAULT_MIN_PARTITIONS = 8
+MIN_SPLIT_BYTES = 1 << 20
 
 _TIMESTAMP_SLACK_MS = 24 * 3600 * 1000
 """Timestamp pruning keeps a day of slack: naive datetimes' time zone is not known here."""
@@ -154,6 +159,7 @@ class LogSegmentReader(DataSourceReader):
         self.batch_level = batch_level
         self.paths = parse_paths(options)
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
+        self.min_partitions = int(options.get("minPartitions", DEFAULT_MIN_PARTITIONS))
         topics = options.get("topics")
         self.option_topics = (
             frozenset(t.strip() for t in topics.split(",") if t.strip()) if topics else None
@@ -173,16 +179,24 @@ class LogSegmentReader(DataSourceReader):
                 frozenset(self.pushed.topics) if topics is None else topics & self.pushed.topics
             )
         bounds = self.pushed.bounds()
+        segments = [
+            segment
+            for segment in list_segments(log_dirs, topics)
+            if self.pushed.admits(segment.topic, segment.partition, int(segment.broker))
+        ]
+        # Like Spark's file sources: ranges of at most splitBytes, but small enough that
+        # the data spreads over at least minPartitions tasks (not below MIN_SPLIT_BYTES).
+        total_bytes = sum(segment.size_bytes for segment in segments)
+        split_bytes = min(
+            self.split_bytes, max(MIN_SPLIT_BYTES, total_bytes // max(1, self.min_partitions))
+        )
         ranges: list[ByteRange] = []
-        for segment in list_segments(log_dirs, topics):
-            if self.pushed.admits(segment.topic, segment.partition, int(segment.broker)):
-                ranges.extend(split_segment(segment, self.split_bytes))
+        for segment in segments:
+            ranges.extend(split_segment(segment, split_bytes))
         if not ranges:
             # Spark needs at least one partition; it yields no rows.
             return [InputPartition(None)]
-        return [
-            SegmentRangePartition(group, bounds) for group in pack_ranges(ranges, self.split_bytes)
-        ]
+        return [SegmentRangePartition(group, bounds) for group in pack_ranges(ranges, split_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SegmentRangePartition):
