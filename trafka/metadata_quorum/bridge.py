@@ -456,6 +456,10 @@ class MetadataQuorum:
         """The node's one stream of fired watches and session events (bounded)."""
         return self._receive_events
 
+    def watch_events(self) -> trio.MemoryReceiveChannel[QuorumEvent]:
+        """The same channel as `events()` (the name the issue uses)."""
+        return self._receive_events
+
     def last_zxid(self) -> int:
         return self._read(lambda tree: tree.last_zxid)
 
