@@ -122,3 +122,32 @@ def test_isr_write_is_one_multi_with_a_sequential_notification() -> None:
     assert znodes.IsrChangeNotification.from_json(payload).partitions == (
         znodes.TopicPartition("t", 0),
     )
+
+
+def test_a_large_step_is_split_into_fenced_chunks_that_apply_in_order() -> None:
+    from trafka.node.controller.events import ControllerFailover
+    from trafka.node.controller.machine import Controller
+    from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
+    from trafka.node.replication.ids import BrokerId
+
+    tree = ZNodeTree()
+    apply(tree, Create("/controller_epoch", b"0"))
+    assignment = znodes.TopicAssignment({p: (1, 2) for p in range(7)})
+    snapshot = TreeSnapshot(
+        controller_epoch=Versioned(znodes.ControllerEpoch(0), ZkVersion(0)),
+        brokers=(BrokerInfo(BrokerId(1), 1), BrokerInfo(BrokerId(2), 2)),
+        topics={"t": Versioned(assignment, ZkVersion(0))},
+        partition_states={},
+    )
+    step = Controller(BrokerId(1)).handle(ControllerFailover(snapshot, 0))
+    chunks = tree_ops.to_multis(step.writes, tree, max_ops=4)
+    assert len(chunks) > 1
+    assert chunks[0][0] == SetData("/controller_epoch", b"1", 0)
+    assert all(chunk[0] == Check("/controller_epoch", 1) for chunk in chunks[1:])
+    assert all(len(chunk) <= 4 for chunk in chunks)
+    for chunk in chunks:
+        result = apply(tree, *chunk)
+        assert getattr(result, "error_index", None) == -1
+    for p in range(7):
+        data, _ = tree.get(f"/brokers/topics/t/partitions/{p}/state")
+        assert znodes.PartitionState.from_json(data).leader == 1

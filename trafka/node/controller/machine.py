@@ -1011,16 +1011,28 @@ class Controller:
         targets = set(batch.leader_and_isr) | {broker for broker, _ in batch.stop_replica}
         if batch.update_metadata_all_brokers:
             targets |= set(live)
+        metadata: tuple[UpdateMetadataPartitionState, ...] = ()
+        if batch.update_metadata_all_brokers:  # the same content for every broker: build once
+            metadata = tuple(
+                self._update_metadata_state(context, tp)
+                for tp in sorted(batch.update_metadata_partitions)
+                if tp in context.leadership
+            )
         requests: list[SendRequest] = []
         for broker in sorted(targets):
             info = live.get(broker)
             if info is None:
                 continue  # no channel to a dead broker (CTL-11)
-            requests.extend(self._requests_for(context, batch, broker, info.broker_epoch))
+            requests.extend(self._requests_for(context, batch, broker, info.broker_epoch, metadata))
         return requests
 
     def _requests_for(
-        self, context: ControllerContext, batch: RequestBatch, broker: BrokerId, broker_epoch: int
+        self,
+        context: ControllerContext,
+        batch: RequestBatch,
+        broker: BrokerId,
+        broker_epoch: int,
+        metadata: tuple[UpdateMetadataPartitionState, ...],
     ) -> list[SendRequest]:
         requests: list[SendRequest] = []
         common = (context.controller_id, context.controller_epoch, broker_epoch)
@@ -1038,11 +1050,6 @@ class Controller:
                 SendRequest(broker, LeaderAndIsrRequest(*common, tuple(states), live_leaders))
             )
         if batch.update_metadata_all_brokers:
-            metadata = tuple(
-                self._update_metadata_state(context, tp)
-                for tp in sorted(batch.update_metadata_partitions)
-                if tp in context.leadership
-            )
             brokers = tuple(context.live_brokers[b] for b in sorted(context.live_brokers))
             requests.append(SendRequest(broker, UpdateMetadataRequest(*common, metadata, brokers)))
         for delete in (False, True):

@@ -52,12 +52,52 @@ def encode(data: ZnodeData) -> bytes:
 
 def to_multi_ops(ops: Sequence[ZnodeOp], view: TreeView) -> tuple[tree.MultiOp, ...]:
     """The multi ops for `ops`, as seen from `view`."""
+    translated = _translate(ops, view)
+    if len(translated) > tree.MAX_MULTI_OPS:
+        raise MultiTooLarge(f"{len(translated)} ops > {tree.MAX_MULTI_OPS}")
+    return tuple(translated)
+
+
+def to_multis(
+    ops: Sequence[ZnodeOp], view: TreeView, max_ops: int | None = None
+) -> list[tuple[tree.MultiOp, ...]]:
+    """`ops` as one multi, or, beyond `max_ops` (default `MAX_MULTI_OPS`), as several that
+    the shell runs in order, stopping at the first failure.
+
+    Every chunk starts with the controller's fence (the first op: the check of
+    `/controller_epoch`, or, at failover, its conditional set; later chunks then check the
+    version that set produced), so a deposed controller cannot land any chunk. A failure
+    after some chunks is handled like any failed step (`WritesFailed`): the controller
+    reloads from the tree, and its writes are ordered so every prefix is a state it can
+    resume from (e.g. AR is written last in a reassignment, `/admin/delete_topics/<t>`
+    last in a deletion).
+    """
+    limit = tree.MAX_MULTI_OPS if max_ops is None else max_ops
+    translated = _translate(ops, view)
+    if len(translated) <= limit:
+        return [tuple(translated)]
+    if limit < 2:
+        raise MultiTooLarge("max_ops must leave room for the fence")
+    fence = translated[0]
+    if isinstance(fence, tree.Check):
+        refence: tree.MultiOp = fence
+    elif isinstance(fence, tree.SetData):
+        refence = tree.Check(fence.path, fence.version + 1)
+    else:
+        raise MultiTooLarge("a large step must start with the controller's fence")
+    chunks = [tuple(translated[:limit])]
+    rest = translated[limit:]
+    step = limit - 1
+    for start in range(0, len(rest), step):
+        chunks.append((refence, *rest[start : start + step]))
+    return chunks
+
+
+def _translate(ops: Sequence[ZnodeOp], view: TreeView) -> list[tree.MultiOp]:
     translation = _Translation(view)
     for op in ops:
         translation.add(op)
-    if len(translation.ops) > tree.MAX_MULTI_OPS:
-        raise MultiTooLarge(f"{len(translation.ops)} ops > {tree.MAX_MULTI_OPS}")
-    return tuple(translation.ops)
+    return translation.ops
 
 
 class _Translation:
