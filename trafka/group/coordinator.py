@@ -985,7 +985,16 @@ class GroupCoordinator:
                         OffsetCommitRecord(group_id, partition.topic, partition.partition, None)
                     )
             results.append(PartitionError(partition.topic, partition.partition, error))
+        self._drop_if_dead(group, now_ms, effects)
         return OffsetDeleteResult(ErrorCode.none, tuple(results)), effects.build()
+
+    def _drop_if_dead(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        """An Empty group without offsets is Dead: tombstone and forget it (Kafka's
+        `cleanupGroupMetadata`, after offset expiry and OffsetDelete)."""
+        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+            group.transition_to(GroupState.DEAD, now_ms)
+            effects.records.append(GroupMetadataRecord(group.group_id, None))
+            del self._groups[group.group_id]
 
     # --- DescribeGroups / ListGroups / DeleteGroups --------------------------------------
 
@@ -1132,10 +1141,7 @@ class GroupCoordinator:
                     builder.records.append(
                         OffsetCommitRecord(group.group_id, topic, partition, None)
                     )
-            if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
-                group.transition_to(GroupState.DEAD, now_ms)
-                builder.records.append(GroupMetadataRecord(group.group_id, None))
-                del self._groups[group.group_id]
+            self._drop_if_dead(group, now_ms, builder)
 
     # --- introspection (tests, ktool through DescribeGroups) -----------------------------
 
