@@ -661,3 +661,35 @@ class SimCluster:
             self.checkpoint_high_watermarks()
             if self.check:
                 self.check_invariants()
+
+
+def main() -> None:
+    """Replay one seed and print its trace:
+    `python -m tests.node.replication.sim --seed 391 --steps 800 [--hw] [--late]`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--min-insync-replicas", type=int, default=2)
+    parser.add_argument("--hw", action="store_true", help="high-watermark truncation (control)")
+    parser.add_argument("--late", action="store_true", help="late ISR change notifications")
+    args = parser.parse_args()
+    cluster = SimCluster(
+        (1, 2, 3, 4),
+        {0: (1, 2, 3), 1: (2, 3, 4)},
+        mode=Mode.HIGH_WATERMARK if args.hw else Mode.LEADER_EPOCH,
+        min_insync_replicas=args.min_insync_replicas,
+        rng=random.Random(args.seed),
+        notification_delay=args.late,
+    )
+    try:
+        for _ in range(args.steps):
+            cluster.step()
+        cluster.heal_and_converge()
+    finally:
+        print("\n".join(cluster.trace))
+
+
+if __name__ == "__main__":
+    main()

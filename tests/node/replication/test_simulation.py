@@ -64,6 +64,18 @@ def test_the_walk_exercises_failover_and_isr_changes() -> None:
     assert len(cluster.controllers_by_epoch) >= 2
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_walk_on_the_quorums_real_tree(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same walk with every controller and ISR write going through tree_ops into the
+    # quorum's ZNodeTree (bytes, Kafka's JSON, real multi semantics).
+    from tests.node.controller import harness
+
+    monkeypatch.setattr(harness, "TREE_CLASS", harness.RealTree)
+    cluster = run(seed, notification_delay=True)
+    assert isinstance(cluster.tree, harness.RealTree)
+    assert sum(len(a) for a in cluster.acked.values()) > 0
+
+
 def test_a_seed_replays_exactly() -> None:
     assert run(5, steps=150).trace == run(5, steps=150).trace
 
