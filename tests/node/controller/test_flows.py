@@ -438,3 +438,29 @@ def test_controlled_shutdown_survives_a_conflicting_write() -> None:
     unregister(tree, 3)
     driver.run(BrokerChange(tree.brokers()))
     assert driver.state(T0).leader == 2 and driver.state(T1).leader == 2
+
+
+def test_resigned_controller_ignores_events() -> None:
+    from trafka.node.controller.events import ControllerResign
+
+    driver = started((1, 2), {0: (1, 2)})
+    assert driver.run(ControllerResign()).resigned
+    unregister(driver.tree, 1)
+    assert driver.run(BrokerChange(driver.tree.brokers())) == driver.steps[-1]
+    assert driver.steps[-1].writes == () and driver.steps[-1].requests == ()
+    assert driver.state(T0).leader == 1  # nobody acted
+
+
+def test_delete_topic_disabled_only_clears_the_request() -> None:
+    driver = started((1, 2), {0: (1, 2)}, delete_topic_enable=False)
+    request_deletion(driver.tree, "t")
+    step = driver.run(TopicDeletion(("t",)))
+    assert not driver.tree.exists(delete_topic_path("t"))
+    assert driver.tree.exists(topic_path("t")) and not requests_of(step, StopReplicaRequest)
+
+
+def test_deleting_an_unknown_topic_just_removes_the_request() -> None:
+    driver = started((1, 2), {0: (1, 2)})
+    request_deletion(driver.tree, "nope")
+    driver.run(TopicDeletion(("nope",)))
+    assert not driver.tree.exists(delete_topic_path("nope"))  # CTL-28 4.1
