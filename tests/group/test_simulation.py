@@ -32,6 +32,7 @@ RESTARTING = {ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation}
 @dataclass
 class Client:
     name: int
+    instance_id: str | None = None
     member_id: str = ""
     generation: int = -1
     phase: str = "join"  # join | sync | stable
@@ -60,7 +61,10 @@ def _drive(h: Harness, client: Client) -> None:
             _on_sync(client, result)
     if client.phase == "join":
         client.pending = h.join(
-            member_id=client.member_id, session_timeout_ms=6_000, rebalance_timeout_ms=10_000
+            member_id=client.member_id,
+            instance_id=client.instance_id,
+            session_timeout_ms=6_000,
+            rebalance_timeout_ms=10_000,
         )
     elif client.phase == "sync":
         assignments = None
@@ -69,10 +73,12 @@ def _drive(h: Harness, client: Client) -> None:
             assignments = {
                 m: json.dumps(PARTITIONS[i :: len(ordered)]).encode() for i, m in enumerate(ordered)
             }
-        client.pending = h.sync(client.member_id, client.generation, assignments)
+        client.pending = h.sync(
+            client.member_id, client.generation, assignments, instance_id=client.instance_id
+        )
     elif h.now_ms >= client.next_heartbeat_ms:
         client.next_heartbeat_ms = h.now_ms + 1_000
-        error = h.heartbeat(client.member_id, client.generation)
+        error = h.heartbeat(client.member_id, client.generation, instance_id=client.instance_id)
         if error in RESTARTING:
             client.reset(forget_id=False)
         elif error == ErrorCode.unknown_member_id:
@@ -152,3 +158,80 @@ def test_random_membership_changes_converge(events: list[str], seed: int) -> Non
         assert client.phase == "stable" and client.generation == generation
         owned += client.assignment
     assert sorted(owned) == PARTITIONS
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(
+        st.sampled_from(["add", "add_static", "leave", "crash", "restart", "wait"]),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 10_000),
+)
+def test_static_members_restarting_converge(events: list[str], seed: int) -> None:
+    """KIP-345: static members come back with a new member id and replace themselves."""
+    rng = random.Random(seed)
+    h = Harness(CONFIG, seed=seed)
+    clients: list[Client] = []
+    names = iter(range(1_000))
+
+    def run(duration_ms: int) -> None:
+        for _ in range(duration_ms // STEP_MS):
+            for client in list(clients):
+                _drive(h, client)
+            h.advance(STEP_MS)
+
+    for event in events:
+        if event == "add" or not clients:
+            clients.append(Client(next(names)))
+        elif event == "add_static":
+            name = next(names)
+            clients.append(Client(name, instance_id=f"instance-{name}"))
+        elif event == "leave":
+            leaving = clients.pop(rng.randrange(len(clients)))
+            _, effects = h.coordinator.leave_group(
+                "g", (LeavingMember(leaving.member_id, leaving.instance_id),), h.now_ms
+            )
+            h.absorb(effects)
+        elif event == "crash":
+            clients.pop(rng.randrange(len(clients)))
+        elif event == "restart":
+            old = clients.pop(rng.randrange(len(clients)))
+            clients.append(Client(next(names), instance_id=old.instance_id))
+        run(rng.randrange(0, 4_000, STEP_MS))
+    run(40_000)
+
+    if not clients:
+        assert h.coordinator.group_state("g") in (GroupState.EMPTY, None)
+        return
+    assert h.coordinator.group_state("g") is GroupState.STABLE
+    generation = h.coordinator.generation_id("g")
+    description = h.coordinator.describe_group("g")
+    assert sorted(m.member_id for m in description.members) == sorted(c.member_id for c in clients)
+    owned: list[int] = []
+    for client in clients:
+        assert client.phase == "stable" and client.generation == generation
+        owned += client.assignment
+    assert sorted(owned) == PARTITIONS
+
+
+def test_a_static_restart_in_a_stable_group_keeps_the_generation() -> None:
+    h = Harness(CONFIG, seed=3)
+    clients = [Client(n, instance_id=f"instance-{n}") for n in range(3)]
+
+    def run(duration_ms: int) -> None:
+        for _ in range(duration_ms // STEP_MS):
+            for client in list(clients):
+                _drive(h, client)
+            h.advance(STEP_MS)
+
+    run(5_000)
+    assert h.coordinator.group_state("g") is GroupState.STABLE
+    generation = h.coordinator.generation_id("g")
+    old = clients.pop(0)
+    clients.insert(0, Client(10, instance_id=old.instance_id))
+    run(5_000)
+    assert h.coordinator.generation_id("g") == generation
+    assert clients[0].assignment == old.assignment
+    assert clients[0].member_id != old.member_id
