@@ -71,8 +71,29 @@ class Member:
         if op == "exists_local":
             found = quorum.exists_local(path, watch=watch)
             return {"exists": found is not None, "owner": found.ephemeral_owner if found else 0}
+        if op == "stat_children":
+            found = quorum.exists_local(path)
+            return {"count": found.num_children if found else 0}
         if op == "children_local":
             return {"children": quorum.children_local(path, watch=watch)}
+        if op == "burst":
+            # n creates from `tasks` concurrent writers; reports what was acknowledged.
+            acknowledged: list[str] = []
+            failed: list[str] = []
+            prefix, n, tasks = path, int(request["n"]), int(request.get("tasks", 8))
+            await quorum.create_recursive(prefix)
+
+            async def writer(first: int) -> None:
+                for index in range(first, n, tasks):
+                    try:
+                        acknowledged.append(await quorum.create(f"{prefix}/b{index:05d}"))
+                    except ZooKeeperError as error:
+                        failed.append(f"{index}:{error.code.name}")
+
+            async with trio.open_nursery() as nursery:
+                for first in range(tasks):
+                    nursery.start_soon(writer, first)
+            return {"acknowledged": acknowledged, "failed": failed}
         if op == "sync":
             return {"zxid": await quorum.sync()}
         if op == "digest":
