@@ -464,3 +464,16 @@ def test_deleting_an_unknown_topic_just_removes_the_request() -> None:
     request_deletion(driver.tree, "nope")
     driver.run(TopicDeletion(("nope",)))
     assert not driver.tree.exists(delete_topic_path("nope"))  # CTL-28 4.1
+
+
+def test_a_changed_target_keeps_the_original_replicas_for_cancel() -> None:
+    driver = started((1, 2, 3, 4, 5), {0: (1, 2)})
+    tree = driver.tree
+    write_plan(tree, {T0: (3, 4)})
+    driver.run(PartitionReassignment(tree.reassignment()))
+    write_plan(tree, {T0: (3, 5)})  # the operator changes the target mid-way
+    driver.run(PartitionReassignment(tree.reassignment()))
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 3, 4, 5)
+    driver.run(CancelReassignment((T0,)))
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2)
+    assert driver.state(T0).isr == ids(1, 2)

@@ -751,8 +751,10 @@ class Controller:
             if not self._reassignment_acceptable(context, tp, tuple(target)):
                 rejected = True
                 continue
+            # A new target for a partition already moving keeps its first OAR (KIP-455).
+            original = context.assignments[tp] if existing is None else existing.original_replicas
             context.partitions_being_reassigned[tp] = ReassignmentContext(
-                original_replicas=context.assignments[tp], target_replicas=tuple(target)
+                original_replicas=original, target_replicas=tuple(target)
             )
             started.append(tp)
         if rejected:
