@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.spark.logdirs import Cluster, flip_byte, write_cluster
+from tests.spark.snapshots import NOW_MS, exported_snapshot
 from trafka.group.records import OffsetCommitRecord, OffsetCommitValue, encode_record
 from trafka.log.batch import CompressionType
 from trafka.log.records import NewRecord, build_batch
@@ -270,6 +271,28 @@ def test_snapshot_shapes_give_the_same_tables() -> None:
     )
     bad = metadata_tables(*znodes_from_snapshot({"nodes": {"/brokers/topics/u": "not json"}}))
     assert [e["path"] for e in bad.rows["metadata_errors"]] == ["/brokers/topics/u"]
+
+
+def test_quorum_export_format_with_a_reassignment_in_progress() -> None:
+    tables = metadata_tables(*znodes_from_snapshot(exported_snapshot()))
+    assert tables.rows["metadata_errors"] == []
+    assert tables.rows["reassignments"] == [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "current_replicas": [1, 2, 3, 4],
+            "target_replicas": [2, 3, 4],
+            "adding_replicas": [4],
+            "removing_replicas": [1],
+            "source": "/admin/reassign_partitions",
+        }
+    ]
+    assert tables.rows["pending_deletions"] == [{"topic": "events"}]
+    assert tables.rows["controller"] == [
+        {"controller_id": 1, "controller_epoch": 7, "registered_timestamp_ms": NOW_MS}
+    ]
+    status = {r["key"]: r["value"] for r in tables.rows["quorum_status"]}
+    assert status["leader_id"] == "1" and status["voters"] == "[1, 2, 3]"
 
 
 def test_offsets_rows_decode_commits_tombstones_and_garbage() -> None:

@@ -19,6 +19,7 @@ from tests.spark.logdirs import (
     write_properties,
     write_segments,
 )
+from tests.spark.snapshots import exported_snapshot
 from trafka.group.records import OffsetCommitRecord, OffsetCommitValue, encode_record
 from trafka.log.records import NewRecord, build_batch
 from trafka.spark.commands import EXIT_OK, EXIT_VIOLATIONS, check_command
@@ -36,108 +37,11 @@ def _paths(cluster: Cluster) -> list[str]:
     return [cluster.log_dirs[b] for b in sorted(cluster.log_dirs)]
 
 
-def snapshot_with_reassignment() -> dict[str, Any]:
-    """Kafka's ZooKeeper paths and JSON: orders-0 moving from [1,2,3] to [2,3,4]."""
-    return {
-        "status": {"leader": "127.0.0.1:29001", "term": 3, "commit_index": 120},
-        "nodes": [
-            {
-                "path": f"/brokers/ids/{b}",
-                "data": json.dumps(
-                    {
-                        "version": 5,
-                        "host": "127.0.0.1",
-                        "port": 9090 + b,
-                        "jmx_port": -1,
-                        "timestamp": "1700000000000",
-                        "endpoints": [f"PLAINTEXT://127.0.0.1:{9090 + b}"],
-                        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-                    }
-                ),
-            }
-            for b in (1, 2, 3, 4)
-        ]
-        + [
-            {
-                "path": "/controller",
-                "data": '{"version":1,"brokerid":1,"timestamp":"1700000000000"}',
-            },
-            {"path": "/controller_epoch", "data": "7"},
-            {
-                "path": "/brokers/topics/orders",
-                "data": json.dumps(
-                    {
-                        "version": 3,
-                        "topic_id": "AAAAAAAAAAAAAAAAAAAAAA",
-                        "partitions": {"0": [1, 2, 3, 4], "1": [2, 3, 1]},
-                        "adding_replicas": {"0": [4]},
-                        "removing_replicas": {"0": [1]},
-                    }
-                ),
-            },
-            {
-                "path": "/brokers/topics/orders/partitions/0/state",
-                "data": json.dumps(
-                    {
-                        "version": 1,
-                        "leader": 1,
-                        "leader_epoch": 3,
-                        "controller_epoch": 7,
-                        "isr": [1, 2, 3],
-                    }
-                ),
-            },
-            {
-                "path": "/brokers/topics/orders/partitions/1/state",
-                "data": json.dumps(
-                    {
-                        "version": 1,
-                        "leader": 2,
-                        "leader_epoch": 3,
-                        "controller_epoch": 7,
-                        "isr": [2, 1],
-                    }
-                ),
-            },
-            {
-                "path": "/admin/reassign_partitions",
-                "data": json.dumps(
-                    {
-                        "version": 1,
-                        "partitions": [{"topic": "orders", "partition": 0, "replicas": [2, 3, 4]}],
-                    }
-                ),
-            },
-            {"path": "/admin/delete_topics/events", "data": ""},
-            {
-                "path": "/brokers/topics/events",
-                "data": json.dumps(
-                    {
-                        "version": 3,
-                        "partitions": {"0": [1, 2]},
-                        "adding_replicas": {},
-                        "removing_replicas": {},
-                    }
-                ),
-            },
-            {
-                "path": "/config/topics/orders",
-                "data": json.dumps(
-                    {
-                        "version": 1,
-                        "config": {"retention.ms": "1000", "cleanup.policy": "delete"},
-                    }
-                ),
-            },
-        ],
-    }
-
-
 def test_export_every_message_once_per_replica(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:
     snapshot = tmp_path / "snapshot.json"
-    snapshot.write_text(json.dumps(snapshot_with_reassignment()))
+    snapshot.write_text(json.dumps(exported_snapshot()))
     out = str(tmp_path / "out")
     counts = run_export(spark, _paths(cluster), out, metadata_path=str(snapshot))
 
@@ -243,7 +147,7 @@ def test_check_exits_zero_when_clean_and_locates_a_flipped_byte(
         with open(broken.segment_path(broker, "__consumer_offsets", 0), "ab") as handle:
             handle.write(beyond)
     snapshot = tmp_path / "snapshot.json"
-    snapshot.write_text(json.dumps(snapshot_with_reassignment()))
+    snapshot.write_text(json.dumps(exported_snapshot()))
     report_path = tmp_path / "flipped.json"
     exit_code = check_command(_paths(broken), report=str(report_path), metadata=str(snapshot))
     assert exit_code == EXIT_VIOLATIONS
