@@ -59,9 +59,14 @@ from trafka.node.replication.fencing import (
     check_current_leader_epoch,
     leader_and_isr_role,
 )
+from trafka.node.replication.follower import (
+    EpochRequest,
+    FollowerPhase,
+    PartitionFollowerState,
+)
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, Offset, TopicPartition, ZkVersion
 from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
-from trafka.node.replication.truncation import leader_answer, request_epoch, truncation_offset
+from trafka.node.replication.truncation import leader_answer
 
 LAG_MS = 10_000
 PRODUCE_TIMEOUT_MS = 30_000
@@ -112,14 +117,6 @@ class ReplicaLog:
 
 
 @dataclass
-class Follow:
-    leader: int
-    leader_epoch: int
-    truncated: bool
-    ask_epoch: int | None = None
-
-
-@dataclass
 class SimBroker:
     broker_id: int
     logs: dict[TopicPartition, ReplicaLog]
@@ -128,7 +125,7 @@ class SimBroker:
     fence: ControllerEpochFence = field(default_factory=ControllerEpochFence)
     leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)
     leaders: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
-    following: dict[TopicPartition, Follow] = field(default_factory=dict)
+    following: dict[TopicPartition, PartitionFollowerState] = field(default_factory=dict)
 
 
 @dataclass
@@ -273,10 +270,11 @@ class SimCluster:
             self.trace.append(f"{broker.broker_id} leads {tp} epoch {state.leader_epoch}")
         else:
             broker.leaders.pop(tp, None)
-            truncated = self.mode is Mode.HIGH_WATERMARK
-            if truncated:
+            follow = PartitionFollowerState.become_follower(tp, state.leader, state.leader_epoch)
+            if self.mode is Mode.HIGH_WATERMARK:  # pre-0.11: truncate to the HW, no handshake
                 log.truncate_to(log.high_watermark)
-            broker.following[tp] = Follow(state.leader, state.leader_epoch, truncated)
+                follow.phase = FollowerPhase.FETCHING
+            broker.following[tp] = follow
 
     # -- data plane -----------------------------------------------------------------------
 
@@ -308,44 +306,58 @@ class SimCluster:
     _flush_on_append = True
 
     def fetch(self, follower_id: int, tp: TopicPartition, *, drop_response: bool = False) -> None:
+        """One round of the follower's fetcher for `tp`, driven by PartitionFollowerState."""
         follower = self.brokers[follower_id]
         follow = follower.following.get(tp)
         if not follower.alive or follow is None or follow.leader < 0:
             return
         source = self.brokers[follow.leader]
         if not source.alive or source.isolated or follower.isolated:
-            return
+            return  # no connection
         leader = source.leaders.get(tp)
-        if leader is None:
-            return  # NOT_LEADER_OR_FOLLOWER
-        if (
-            check_current_leader_epoch(leader.leader_epoch, follow.leader_epoch)
-            is not ErrorCode.none
-        ):
-            return  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320)
         log, leader_log = follower.logs[tp], source.logs[tp]
-        if not follow.truncated:
-            asked = follow.ask_epoch if follow.ask_epoch is not None else request_epoch(log.epochs)
-            answer = leader_answer(leader_log.epochs, asked, leader_log.log_end_offset)
-            decision = truncation_offset(answer, log.epochs, log.log_end_offset, log.high_watermark)
-            log.truncate_to(decision.offset)
-            follow.truncated = decision.complete
-            follow.ask_epoch = None if decision.complete else decision.next_request_epoch
-            self.trace.append(f"{follower_id} truncates {tp} to {decision.offset}")
+        request = follow.next_request(log.epochs, log.log_end_offset)
+        error = (
+            ErrorCode.not_leader_or_follower
+            if leader is None
+            else check_current_leader_epoch(leader.leader_epoch, request.current_leader_epoch)
+        )
+        if isinstance(request, EpochRequest):
+            answer = leader_answer(
+                leader_log.epochs, request.leader_epoch, leader_log.log_end_offset
+            )
+            decision = follow.on_epoch_answer(
+                error, answer, log.epochs, log.log_end_offset, log.high_watermark
+            )
+            if decision is not None:
+                log.truncate_to(decision.offset)
+                self.trace.append(f"{follower_id} truncates {tp} to {decision.offset}")
             return
-        fetch_offset = log.log_end_offset
-        if fetch_offset > leader_log.log_end_offset:  # OFFSET_OUT_OF_RANGE
-            log.truncate_to(leader_log.log_end_offset)
+        if leader is None or error is not ErrorCode.none:
+            return  # FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320): back off
+        fetch_offset = request.fetch_offset
+        if fetch_offset > leader_log.log_end_offset:
+            outcome = follow.on_fetch_answer(
+                ErrorCode.offset_out_of_range, leader.high_watermark,
+                leader_log.log_end_offset, fetch_offset, 0,
+            )  # fmt: skip
+            assert outcome.truncate_to is not None
+            log.truncate_to(outcome.truncate_to)
             return
         records = leader_log.records[fetch_offset : fetch_offset + MAX_FETCH_RECORDS]
-        outcome = leader.on_follower_fetch(BrokerId(follower_id), Offset(fetch_offset), self.now_ms)
+        leader_outcome = leader.on_follower_fetch(BrokerId(follower_id), fetch_offset, self.now_ms)
         leader_log.high_watermark = leader.high_watermark
-        if outcome.isr_write is not None:
-            self._isr_write(source, outcome.isr_write)
+        if leader_outcome.isr_write is not None:
+            self._isr_write(source, leader_outcome.isr_write)
         if drop_response or follower.following.get(tp) is not follow:
             return  # lost, or the follower's role changed meanwhile: the response is stale
+        outcome = follow.on_fetch_answer(
+            ErrorCode.none, leader.high_watermark, leader_log.log_end_offset, fetch_offset,
+            len(records),
+        )  # fmt: skip
         log.append(list(records), flush=self._flush_on_append)
-        log.high_watermark = min(log.log_end_offset, leader.high_watermark)
+        assert outcome.high_watermark is not None
+        log.high_watermark = outcome.high_watermark
 
     def _isr_write(self, broker: SimBroker, write: IsrWrite) -> None:
         """What the replica manager's shell does with an IsrWrite: one multi of the
