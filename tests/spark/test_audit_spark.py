@@ -138,6 +138,8 @@ def test_check_exits_zero_when_clean_and_locates_a_flipped_byte(
     broken = Cluster(str(copy_root), {b: str(copy_root / f"b{b}") for b in cluster.log_dirs})
     # Offset 2 is in the first batch of orders-0 (uncompressed): flip a bit of its value.
     flip_byte(broken.segment_path(3, "orders", 0), b"orders-0-value-00002")
+    # A compacted topic is compared per record: flip the group metadata (offset 3) on 2.
+    flip_byte(broken.segment_path(2, "__consumer_offsets", 0), b"client-1")
     # A group commits an offset beyond the end of orders-1 (both offsets replicas).
     commit = encode_record(
         OffsetCommitRecord("billing", "orders", 1, OffsetCommitValue(99, 3, "", 0))
@@ -158,6 +160,8 @@ def test_check_exits_zero_when_clean_and_locates_a_flipped_byte(
         ("corrupt_batch", "orders", 0, 3, 2),
         ("replica_divergence", "orders", 0, 3, 2),
         ("committed_offset_beyond_log_end", "orders", 1, 1, 99),
+        ("corrupt_batch", "__consumer_offsets", 0, 2, 3),
+        ("replica_divergence", "__consumer_offsets", 0, 2, 3),
         # From the metadata: orders-0 has replica 4 outside the ISR (and no log dir here),
         # orders-1's ISR [2, 1] leaves out broker 3 (whose log ends at 15).
         ("under_replicated", "orders", 0, 4, None),

@@ -9,7 +9,8 @@ check                               violation when
                                     entry cannot be framed/decoded (torn tail, bad codec)
 `replica_divergence`                below the high watermark, the batch at a base offset
                                     differs (whole-batch CRC-32C digest) from the majority of
-                                    replicas; `offset` is the first record that differs
+                                    replicas; `offset` is the first record that differs.
+                                    Compacted topics: per record (cleaners run per broker)
 `offset_overlap`                    a batch starts at or below the previous batch's last
                                     offset in the same replica (duplicate / non-monotonic)
 `offset_gap`                        a batch starts above previous last offset + 1 on a topic

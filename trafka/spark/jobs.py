@@ -320,7 +320,9 @@ def run_check(
     progress("checking offset order")
     _check_offset_order(valid, compacted, report)
     progress("comparing replicas below the high watermark")
-    divergent = _check_divergence(spark, batches, high_watermarks, partitions_meta, report)
+    divergent = _check_divergence(
+        spark, batches, high_watermarks, partitions_meta, compacted, report
+    )
     _locate_corrupt_records(report, corrupt_ranges, divergent)
     progress("checking offset indexes")
     _check_indexes(spark, segments, report)
@@ -394,10 +396,16 @@ def _check_divergence(
     batches: DataFrame,
     high_watermarks: dict[tuple[str, int], int],
     partitions_meta: dict[tuple[str, int], dict[str, Any]],
+    compacted: set[str],
     report: AuditReport,
 ) -> dict[tuple[str, int, int | None, int | None], int]:
     """Report divergent copies; return {(topic, partition, broker, base offset): first
-    differing offset} of each."""
+    differing offset} of each.
+
+    Compacted topics are compared record by record (offsets present on several replicas
+    must hold the same record): each broker's log cleaner rewrites batches on its own, so
+    their batch layouts legitimately differ.
+    """
     divergent: dict[tuple[str, int, int | None, int | None], int] = {}
     if not high_watermarks:
         return divergent
@@ -414,6 +422,11 @@ def _check_divergence(
         .join(F.broadcast(hw_frame), ["topic", "partition"])
         .where(F.col("base_offset") < F.col("high_watermark"))
     )
+    if compacted:
+        divergent.update(
+            _check_compacted_divergence(below.where(F.col("topic").isin(sorted(compacted))), report)
+        )
+        below = below.where(~F.col("topic").isin(sorted(compacted)))
     groups = (
         below.groupBy("topic", "partition", "base_offset")
         .agg(
@@ -460,6 +473,61 @@ def _check_divergence(
                     f"batch at base offset {group['base_offset']} differs from broker "
                     f"{reference.broker}'s copy (below high watermark "
                     f"{high_watermarks[key]}); first differing offset {offset}",
+                )
+            )
+    return divergent
+
+
+def _check_compacted_divergence(
+    below: DataFrame, report: AuditReport
+) -> dict[tuple[str, int, int | None, int | None], int]:
+    records = below.where(F.col("record_offsets").isNotNull()).select(
+        "topic",
+        "partition",
+        "broker",
+        "base_offset",
+        "crc_valid",
+        "high_watermark",
+        F.explode(F.arrays_zip("record_offsets", "record_digests")).alias("record"),
+    )
+    groups = (
+        records.where(F.col("record.record_offsets") < F.col("high_watermark"))
+        .groupBy("topic", "partition", F.col("record.record_offsets").alias("offset"))
+        .agg(
+            F.countDistinct("record.record_digests").alias("digests"),
+            F.collect_list(
+                F.struct(
+                    "broker",
+                    "base_offset",
+                    "crc_valid",
+                    F.col("record.record_digests").alias("digest"),
+                )
+            ).alias("copies"),
+        )
+        .where(F.col("digests") > 1)
+    )
+    divergent: dict[tuple[str, int, int | None, int | None], int] = {}
+    for group in _collect(groups):
+        bases = {c["broker"]: c["base_offset"] for c in group["copies"]}
+        copies = [
+            ReplicaBatch(
+                c["broker"], c["digest"], group["offset"], bool(c["crc_valid"]), None, None
+            )
+            for c in group["copies"]
+        ]
+        for copy, reference in checks.divergent_replicas(copies, None):
+            key = (group["topic"], group["partition"], copy.broker, bases[copy.broker])
+            divergent[key] = min(divergent.get(key, group["offset"]), group["offset"])
+            report.violations.append(
+                Violation(
+                    "replica_divergence",
+                    ERROR,
+                    group["topic"],
+                    group["partition"],
+                    copy.broker,
+                    group["offset"],
+                    f"record at offset {group['offset']} differs from broker "
+                    f"{reference.broker}'s copy (compacted topic: compared per record)",
                 )
             )
     return divergent
