@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.spark.logdirs import (
     Cluster,
@@ -24,6 +25,7 @@ from trafka.group.records import OffsetCommitRecord, OffsetCommitValue, encode_r
 from trafka.log.records import NewRecord, build_batch
 from trafka.spark.commands import EXIT_OK, EXIT_VIOLATIONS, check_command
 from trafka.spark.jobs import log_frame, run_export
+from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -127,7 +129,10 @@ def test_check_exits_zero_when_clean_and_locates_a_flipped_byte(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:
     report_path = tmp_path / "clean.json"
-    assert check_command(_paths(cluster), report=str(report_path)) == EXIT_OK
+    arguments = ["audit", "check", "--log-dirs", ",".join(_paths(cluster)), "--report"]
+    result = CliRunner().invoke(app, [*arguments, str(report_path), "--master", "local[2]"])
+    assert result.exit_code == EXIT_OK, result.output
+    assert "0 error(s), 0 warning(s)" in result.output
     clean = json.loads(report_path.read_text())
     assert clean["ok"] and clean["violations"] == []
     hws = {(p["topic"], p["partition"]): p["high_watermark"] for p in clean["partitions"]}
@@ -204,6 +209,14 @@ def test_independent_writer_v2_and_v1_message_sets(spark: Any, tmp_path: Path) -
     batches.append((5, 6, bytes(data)))
     write_segments(str(log_dir / "legacy-0"), batches, None)
     write_checkpoint(str(log_dir), {("legacy", 0): 7})
+
+    out = tmp_path / "json-out"
+    arguments = ["audit", "export", "--log-dirs", str(log_dir), "--out", str(out)]
+    result = CliRunner().invoke(app, [*arguments, "--format", "json", "--master", "local[2]"])
+    assert result.exit_code == EXIT_OK, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["records"] == 7
+    exported = spark.read.json(str(out / "records")).collect()
+    assert sorted((r["topic"], r["offset"]) for r in exported) == [("legacy", i) for i in range(7)]
 
     rows = sorted(log_frame(spark, [str(log_dir)]).collect(), key=lambda r: r["offset"])
     assert [r["offset"] for r in rows] == list(range(7))
