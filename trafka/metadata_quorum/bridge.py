@@ -39,6 +39,7 @@ import enum
 import itertools
 import logging
 import secrets
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -87,6 +88,7 @@ from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatErro
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_PYTHON_SWITCH_INTERVAL_S = 0.005
 
 
 class SessionEventKind(enum.Enum):
@@ -149,6 +151,8 @@ class MetadataQuorum:
         self._requests = itertools.count(1)
         self._request_prefix = f"{config.owner}:{secrets.token_hex(4)}:"
         self._closed = False
+        if config.gil_switch_interval_s and sys.getswitchinterval() == _PYTHON_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(config.gil_switch_interval_s)
         # Last: the tick thread starts here and may apply journal entries at once.
         self._transport = transport_factory(
             config, self._on_applied, on_ready=self._on_raft_ready_thread
