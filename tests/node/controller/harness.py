@@ -169,8 +169,13 @@ class FakeTree:
             else None
         )
         return TreeSnapshot(
-            controller_epoch=Versioned(
-                self.get(CONTROLLER_EPOCH_PATH), ZkVersion(self.version(CONTROLLER_EPOCH_PATH))
+            controller_epoch=(
+                Versioned(
+                    self.get(CONTROLLER_EPOCH_PATH),
+                    ZkVersion(self.version(CONTROLLER_EPOCH_PATH)),
+                )
+                if self.exists(CONTROLLER_EPOCH_PATH)
+                else None
             ),
             brokers=self.brokers(),
             topics=self.topics(),
@@ -182,9 +187,12 @@ class FakeTree:
         )
 
 
-def new_tree(*brokers: int, racks: dict[int, str] | None = None) -> FakeTree:
+def new_tree(
+    *brokers: int, racks: dict[int, str] | None = None, with_epoch: bool = True
+) -> FakeTree:
     tree = TREE_CLASS()
-    tree.create(CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0))
+    if with_epoch:
+        tree.create(CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0))
     for broker in brokers:
         register(tree, broker, racks)
     return tree

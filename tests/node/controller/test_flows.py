@@ -477,3 +477,14 @@ def test_a_changed_target_keeps_the_original_replicas_for_cancel() -> None:
     driver.run(CancelReassignment((T0,)))
     assert tree.get(topic_path("t")).partitions[0] == ids(1, 2)
     assert driver.state(T0).isr == ids(1, 2)
+
+
+def test_the_first_controller_of_a_fresh_cluster_creates_the_epoch() -> None:
+    tree = new_tree(1, 2, with_epoch=False)
+    driver = Driver.elect(tree, 1)
+    assert tree.get(CONTROLLER_EPOCH_PATH).epoch == 1 and driver.controller.epoch == 1
+    create_topic(tree, "t", {0: (1, 2)})
+    step = driver.run(TopicChange(tree.topics()))
+    assert step.writes[0] == CheckVersion(CONTROLLER_EPOCH_PATH, 0)
+    assert driver.state(T0).controller_epoch == 1
+    assert Driver.elect(tree, 2).controller.epoch == 2

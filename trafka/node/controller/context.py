@@ -183,8 +183,14 @@ class ControllerContext:
         """
         context = cls(
             controller_id=controller_id,
-            controller_epoch=ControllerEpoch(snapshot.controller_epoch.data.epoch),
-            controller_epoch_zk_version=snapshot.controller_epoch.version,
+            controller_epoch=ControllerEpoch(
+                0 if snapshot.controller_epoch is None else snapshot.controller_epoch.data.epoch
+            ),
+            controller_epoch_zk_version=(
+                NO_VERSION
+                if snapshot.controller_epoch is None
+                else snapshot.controller_epoch.version
+            ),
         )
         for broker in snapshot.brokers:
             context.live_brokers[broker.broker_id] = broker

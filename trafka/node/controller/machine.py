@@ -254,13 +254,20 @@ class Controller:
         context = ControllerContext.from_snapshot(self.broker_id, snapshot)
         context.shutting_down_brokers = set(shutting_down) & set(context.live_brokers)
         if increment_epoch:  # step 1
-            old_epoch = snapshot.controller_epoch.data.epoch
-            old_version = snapshot.controller_epoch.version
-            context.controller_epoch = ControllerEpoch(old_epoch + 1)
-            context.controller_epoch_zk_version = ZkVersion(old_version + 1)
-            self._step.epoch_write = SetNode(
-                CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(old_epoch + 1), old_version
-            )
+            if snapshot.controller_epoch is None:  # a fresh cluster: create it
+                context.controller_epoch = ControllerEpoch(1)
+                context.controller_epoch_zk_version = ZkVersion(0)
+                self._step.epoch_write = CreateNode(
+                    CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(1)
+                )
+            else:
+                old_epoch = snapshot.controller_epoch.data.epoch
+                old_version = snapshot.controller_epoch.version
+                context.controller_epoch = ControllerEpoch(old_epoch + 1)
+                context.controller_epoch_zk_version = ZkVersion(old_version + 1)
+                self._step.epoch_write = SetNode(
+                    CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(old_epoch + 1), old_version
+                )
         self.context = context
         self._initialize_states(context)  # step 8
         self._step.batch.add_update_metadata(sorted(context.assignments))  # step 10
@@ -309,7 +316,8 @@ class Controller:
         if context is None:
             return False
         if (
-            snapshot.controller_epoch.data.epoch != context.controller_epoch
+            snapshot.controller_epoch is None
+            or snapshot.controller_epoch.data.epoch != context.controller_epoch
             or snapshot.controller_epoch.version != context.controller_epoch_zk_version
         ):
             self.context = None

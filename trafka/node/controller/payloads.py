@@ -93,7 +93,8 @@ class TreeSnapshot:
     result in; the controller never reads the tree itself.
     """
 
-    controller_epoch: Versioned[znodes.ControllerEpoch]
+    controller_epoch: Versioned[znodes.ControllerEpoch] | None
+    """None on a fresh cluster: the first controller creates `/controller_epoch` with 1."""
     brokers: tuple[BrokerInfo, ...]
     topics: Mapping[str, Versioned[znodes.TopicAssignment]]
     partition_states: Mapping[TopicPartition, Versioned[znodes.PartitionState]]

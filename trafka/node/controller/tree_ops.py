@@ -30,6 +30,7 @@ from trafka.node.controller.effects import (
     ZnodeData,
     ZnodeOp,
 )
+from trafka.node.controller.payloads import CONTROLLER_EPOCH_PATH
 from trafka.node.replication.leader import IsrWrite
 
 
@@ -83,6 +84,8 @@ def to_multis(
         refence: tree.MultiOp = fence
     elif isinstance(fence, tree.SetData):
         refence = tree.Check(fence.path, fence.version + 1)
+    elif isinstance(fence, tree.Create) and fence.path == CONTROLLER_EPOCH_PATH:
+        refence = tree.Check(fence.path, 0)
     else:
         raise MultiTooLarge("a large step must start with the controller's fence")
     chunks = [tuple(translated[:limit])]
