@@ -24,7 +24,8 @@ from trafka.metadata_quorum.config import (
     config_from_properties,
     parse_voters,
 )
-from trafka.metadata_quorum.transport import load_data_dir
+from trafka.metadata_quorum.local import LocalTransport
+from trafka.metadata_quorum.transport import RaftTransport, load_data_dir
 from trafka.metadata_quorum.tree import (
     BadVersionError,
     Check,
@@ -60,11 +61,13 @@ async def next_event(quorum: MetadataQuorum, timeout_s: float = 5.0) -> WatchEve
         return await quorum.events().receive()
 
 
-@pytest.fixture
-async def single(tmp_path: Path) -> AsyncIterator[MetadataQuorum]:
+@pytest.fixture(params=["raft", "local"])
+async def single(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataQuorum]:
+    """The contract suite runs against the real transport and the in-memory one."""
     (port,) = free_ports(1)
     config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100)
-    async with open_metadata_quorum(config) as quorum:
+    factory = RaftTransport if request.param == "raft" else LocalTransport
+    async with open_metadata_quorum(config, transport_factory=factory) as quorum:
         with trio.fail_after(10):
             await quorum.wait_ready()
         yield quorum

@@ -49,9 +49,10 @@ from typing import TypeVar
 import trio
 
 from trafka.metadata_quorum.config import QuorumConfig
+from trafka.metadata_quorum.port import ProposalFailure, QuorumTransport
 from trafka.metadata_quorum.sessions import SessionTracker
 from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
-from trafka.metadata_quorum.transport import ProposalFailure, RaftTransport
+from trafka.metadata_quorum.transport import RaftTransport
 from trafka.metadata_quorum.tree import (
     Applied,
     Check,
@@ -132,7 +133,7 @@ class MetadataQuorum:
         self,
         config: QuorumConfig,
         *,
-        transport_factory: Callable[..., RaftTransport] = RaftTransport,
+        transport_factory: Callable[..., QuorumTransport] = RaftTransport,
     ) -> None:
         self.config = config
         self._chroot = Chroot(config.chroot)
@@ -603,9 +604,13 @@ class MetadataQuorum:
 
 
 @asynccontextmanager
-async def open_metadata_quorum(config: QuorumConfig) -> AsyncIterator[MetadataQuorum]:
+async def open_metadata_quorum(
+    config: QuorumConfig,
+    *,
+    transport_factory: Callable[..., QuorumTransport] = RaftTransport,
+) -> AsyncIterator[MetadataQuorum]:
     """Start a node's quorum member (voter or learner); stop it (session closed) on exit."""
-    quorum = MetadataQuorum(config)
+    quorum = MetadataQuorum(config, transport_factory=transport_factory)
     try:
         async with trio.open_nursery() as nursery:
             await quorum.start(nursery)

@@ -34,7 +34,6 @@ quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
 
 from __future__ import annotations
 
-import enum
 import gzip
 import logging
 import os
@@ -51,8 +50,9 @@ from typing import Any, TypeVar
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from trafka.metadata_quorum.config import QuorumConfig
+from trafka.metadata_quorum.port import ApplyListener, ProposalCallback, ProposalFailure
 from trafka.metadata_quorum.status import ReplicaState
-from trafka.metadata_quorum.tree import Applied, Entry, ErrorCode, ErrorResult, Result, ZNodeTree
+from trafka.metadata_quorum.tree import Entry, ErrorCode, ErrorResult, Result, ZNodeTree
 
 logger = logging.getLogger(__name__)
 
@@ -61,20 +61,8 @@ JOURNAL_FILE = "quorum.journal"
 DUMP_FILE = "quorum.dump"
 
 
-class ProposalFailure(enum.Enum):
-    """Why a proposal got no result. Every one of these means: outcome unknown, retry."""
-
-    QUEUE_FULL = FAIL_REASON.QUEUE_FULL
-    MISSING_LEADER = FAIL_REASON.MISSING_LEADER
-    DISCARDED = FAIL_REASON.DISCARDED
-    NOT_LEADER = FAIL_REASON.NOT_LEADER
-    LEADER_CHANGED = FAIL_REASON.LEADER_CHANGED
-    REQUEST_DENIED = FAIL_REASON.REQUEST_DENIED
-    UNKNOWN_OUTCOME = FAIL_REASON.UNKNOWN_OUTCOME
-
-
-ApplyListener = Callable[[Entry, Applied], None]
-ProposalCallback = Callable[[Result | None, ProposalFailure | None], None]
+for _failure in ProposalFailure:  # our enum mirrors pysyncobj's FAIL_REASON values
+    assert getattr(FAIL_REASON, _failure.name) == _failure.value, _failure
 
 
 class _TreeConsumer(SyncObjConsumer):  # type: ignore[misc]
