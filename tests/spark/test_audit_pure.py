@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.spark.logdirs import Cluster, flip_byte, write_cluster
 from tests.spark.snapshots import NOW_MS, exported_snapshot
@@ -341,3 +343,41 @@ def test_build_batch_of_every_codec_round_trips_through_the_decoder(tmp_path: Pa
     ]
     assert [r["compression"] for r in rows] == ["none", "gzip", "snappy", "lz4", "zstd"]
     assert all(r["value"] == b"x" * 100 for r in rows)
+
+
+@settings(max_examples=60)
+@given(
+    prefix=st.binary(max_size=200),
+    mutations=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+    magic=st.sampled_from([0, 1, 2, 7]),
+)
+def test_arbitrary_bytes_never_crash_the_readers(
+    tmp_path_factory: pytest.TempPathFactory,
+    prefix: bytes,
+    mutations: list[tuple[int, int]],
+    magic: int,
+) -> None:
+    """Garbage, or a valid batch with bytes overwritten, gives rows (with errors), never an
+    exception: a corrupt log must be reported, not crash the Spark task."""
+    valid = build_batch(
+        [NewRecord(b"v" * 50, key=b"k"), NewRecord(None)],
+        base_offset=3,
+        compression=CompressionType.GZIP,
+    )
+    data = bytearray(prefix + valid)
+    if len(data) > 16:
+        data[16] = magic if prefix == b"" else data[16]
+    for position, value in mutations:
+        if data:
+            data[position % len(data)] = value
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "t-0").mkdir()
+    (root / "t-0" / f"{0:020d}.log").write_bytes(bytes(data))
+    [segment] = list_segments([open_log_dir(str(root))])
+    byte_range = ByteRange(segment, 0, len(data))
+    rows = [r for b in decode_range_to_arrow(byte_range) for r in b.to_pylist()]
+    batches = [r for b in decode_range_batches(byte_range) for r in b.to_pylist()]
+    if data:
+        assert rows and batches
+    assert all(r["batch_crc_valid"] is False for r in rows if r["batch_error"] is not None)
+    list(checks.index_violations(segment))

@@ -104,7 +104,6 @@ COMPRESSION_NAMES = {
 }
 
 _COMPRESSION_BY_ID = {int(codec): name for codec, name in COMPRESSION_NAMES.items()}
-_MIN_TIMESTAMP_MS = -(1 << 62) // 1000
 _MAX_TIMESTAMP_MS = (1 << 62) // 1000
 _INT64 = struct.Struct(">q")
 _OFFSET_AND_SIZE = struct.Struct(">qi")
@@ -148,12 +147,6 @@ def timestamp_type_name(header: BatchHeader) -> str:
 def compression_name(attributes: int) -> str:
     """The codec of attribute bits 0-2; "unknown" for ids 5-7 (not a Kafka codec)."""
     return _COMPRESSION_BY_ID.get(attributes & 0x07, "unknown")
-
-
-def _micros(timestamp_ms: int) -> int | None:
-    if timestamp_ms < 0 or not _MIN_TIMESTAMP_MS <= timestamp_ms <= _MAX_TIMESTAMP_MS:
-        return None
-    return timestamp_ms * 1000
 
 
 RECORD_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "sequence")
