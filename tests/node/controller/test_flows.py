@@ -488,3 +488,12 @@ def test_the_first_controller_of_a_fresh_cluster_creates_the_epoch() -> None:
     assert step.writes[0] == CheckVersion(CONTROLLER_EPOCH_PATH, 0)
     assert driver.state(T0).controller_epoch == 1
     assert Driver.elect(tree, 2).controller.epoch == 2
+
+
+def test_elections_for_unknown_partitions_report_unknown_topic_or_partition() -> None:
+    driver = started((1, 2), {0: (1, 2)})
+    missing = TopicPartition("nope", 0)
+    preferred = driver.run(PreferredReplicaElection((missing,), from_admin_path=False))
+    assert preferred.failed_elections == ((missing, ElectionFailureReason.UNKNOWN_PARTITION),)
+    unclean = driver.run(UncleanLeaderElection((missing,)))
+    assert unclean.failed_elections == ((missing, ElectionFailureReason.UNKNOWN_PARTITION),)

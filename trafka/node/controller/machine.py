@@ -912,15 +912,14 @@ class Controller:
     def _on_unclean_election(
         self, context: ControllerContext, event: UncleanLeaderElection
     ) -> None:
-        leaderless = [
-            tp
-            for tp in sorted(set(event.partitions))
-            if tp in context.assignments
-            and context.partition_state(tp) in (P.OFFLINE, P.NEW)
-            and not context.is_topic_queued_for_deletion(tp.topic)
-        ]
-        for tp in sorted(set(event.partitions) - set(leaderless)):
-            self._step.failed.append((tp, ElectionFailureReason.ELECTION_NOT_NEEDED))
+        leaderless = []
+        for tp in sorted(set(event.partitions)):
+            if tp not in context.assignments or context.is_topic_queued_for_deletion(tp.topic):
+                self._step.failed.append((tp, ElectionFailureReason.UNKNOWN_PARTITION))
+            elif context.partition_state(tp) in (P.OFFLINE, P.NEW):
+                leaderless.append(tp)
+            else:
+                self._step.failed.append((tp, ElectionFailureReason.ELECTION_NOT_NEEDED))
         self._partitions_to(context, leaderless, P.ONLINE, Strategy.UNCLEAN)
 
     # -- preferred election and auto rebalance (CTL-36..38) ---------------------------------
@@ -936,13 +935,12 @@ class Controller:
         partitions: Iterable[TopicPartition],
         from_admin_path: bool,
     ) -> None:
-        eligible = [
-            tp
-            for tp in sorted(set(partitions))
-            if tp in context.assignments
-            and not context.is_topic_queued_for_deletion(tp.topic)
-            and tp not in context.partitions_being_reassigned
-        ]
+        eligible = []
+        for tp in sorted(set(partitions)):
+            if tp not in context.assignments or context.is_topic_queued_for_deletion(tp.topic):
+                self._step.failed.append((tp, ElectionFailureReason.UNKNOWN_PARTITION))
+            elif tp not in context.partitions_being_reassigned:
+                eligible.append(tp)
         self._partitions_to(context, eligible, P.ONLINE, Strategy.PREFERRED)
         if from_admin_path:
             self._step.writes.append(DeleteNode(PREFERRED_REPLICA_ELECTION_PATH, if_exists=True))

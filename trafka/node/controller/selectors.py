@@ -42,6 +42,7 @@ class ElectionFailureReason(enum.Enum):
     PREFERRED_REPLICA_ALREADY_LEADER = "the preferred replica already leads [ElectionNotNeeded]"
     NO_LEADER_OUTSIDE_SHUTTING_DOWN = "every live ISR member is shutting down"
     ELECTION_NOT_NEEDED = "the partition has a leader [ElectionNotNeeded]"
+    UNKNOWN_PARTITION = "no such partition (or its topic is being deleted)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,7 @@ ELECTION_ERRORS: dict[ElectionFailureReason, ErrorCode] = {
         ErrorCode.eligible_leaders_not_available
     ),
     ElectionFailureReason.ELECTION_NOT_NEEDED: ErrorCode.election_not_needed,
+    ElectionFailureReason.UNKNOWN_PARTITION: ErrorCode.unknown_topic_or_partition,
 }
 """ElectLeaders error per failure reason (Kafka's ElectLeaders/KIP-460 codes)."""
 
