@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -203,6 +204,28 @@ async def test_chroot_prefixes_every_path(tmp_path: Path) -> None:
         with pytest.raises(NoNodeError) as missing:
             await quorum.delete("/nothing")
         assert missing.value.path == "/nothing"
+
+
+@pytest.mark.slow
+# pysyncobj's TcpServer leaks the socket of each failed bind attempt (closed by GC).
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_taken_quorum_port_is_retried_until_free(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100)
+    transport = RaftTransport(config, lambda entry, applied: None)
+    try:
+        assert not transport.is_bound()
+        squatter.close()
+        with trio.fail_after(10):
+            while not (transport.is_bound() and transport.is_leader()):
+                await trio.sleep(0.05)
+    finally:
+        squatter.close()
+        transport.destroy()
 
 
 def test_voters_parsing_and_secret_rules(tmp_path: Path) -> None:

@@ -513,11 +513,28 @@ class MetadataQuorum:
     # -- background tasks -----------------------------------------------------------------
 
     async def _watch_readiness(self) -> None:
-        """onReady may never fire on a restarted single voter: poll isReady as well."""
+        """onReady may never fire on a restarted single voter: poll isReady as well, and say
+        why we are still waiting every few seconds (unbound port, no leader)."""
+        started = trio.current_time()
+        next_warning = started + 5.0
         while not self._raft_ready.is_set():
             if self._transport.is_ready():
                 self._raft_ready.set()
                 return
+            now = trio.current_time()
+            if now >= next_warning:
+                next_warning = now + 5.0
+                bound = getattr(self._transport, "is_bound", lambda: True)()
+                me = self.config.self_voter
+                logger.warning(
+                    "metadata quorum not ready after %.0f s: %s, leader %s, voters %s",
+                    now - started,
+                    (f"port {me.address} bound" if bound else f"port {me.address} NOT bound")
+                    if me
+                    else "learner",
+                    self._transport.leader_id(),
+                    ",".join(f"{v.node_id}@{v.address}" for v in self.config.voters),
+                )
             await trio.sleep(0.02)
 
     async def _open_session(self) -> int:

@@ -28,6 +28,10 @@ interval of acknowledged commits can be lost**, and because a follower acknowled
 AppendEntries before its fsync, a correlated power loss of a majority can lose a committed
 entry. Fsyncing before every acknowledgement would need a patched pysyncobj; we do not.
 
+A voter whose port is taken keeps retrying the bind every second (pysyncobj's
+`maxBindRetries=0`; each failed attempt leaks one socket until GC) and stays passive
+meanwhile; `is_bound()` tells, and the bridge logs it every 5 s while not ready.
+
 Not implemented: dynamic voter changes (`addNodeToCluster`), leadership transfer, TLS on the
 quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
 """
@@ -161,6 +165,13 @@ class RaftTransport:
 
     def is_leader(self) -> bool:
         return bool(self._syncobj._isLeader())
+
+    def is_bound(self) -> bool:
+        """False while a voter's quorum port is not bound yet (pysyncobj retries every 1 s)."""
+        try:
+            return bool(self._syncobj._SyncObj__transport.ready)
+        except AttributeError:
+            return True
 
     def has_quorum(self) -> bool:
         return bool(self._syncobj.hasQuorum)
