@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+import trafka.metadata_quorum.tree as tree_module
 from trafka.metadata_quorum.tree import (
     MAX_DATA_BYTES,
     MAX_PATH_DEPTH,
@@ -239,6 +240,18 @@ def test_request_ids_apply_at_most_once() -> None:
     assert tree.children("/q") == ["n-0000000000"]
     failed = run(tree, Create("/q"), request_id="r2")
     assert run(tree, Create("/q"), request_id="r2").result == failed.result
+
+
+def test_request_id_window_is_bounded_and_weighs_multis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tree_module, "REQUEST_ID_WINDOW", 10)
+    tree = ZNodeTree()
+    for index in range(10):
+        run(tree, Noop(), request_id=f"r{index}")
+    assert run(tree, Noop(), request_id="r0").duplicate  # still remembered
+    run(tree, Multi(tuple(Create(f"/m{i}") for i in range(5))), request_id="big")
+    # The 6-unit multi pushed the 6 oldest ids out: r0 would now apply again.
+    assert not run(tree, Noop(), request_id="r0").duplicate
+    assert run(tree, Noop(), request_id="big").duplicate
 
 
 def test_limits_on_data_and_paths() -> None:

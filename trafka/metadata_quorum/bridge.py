@@ -386,7 +386,8 @@ class MetadataQuorum:
 
     async def sync(self) -> int:
         """A write barrier: afterwards local reads see every write committed before the call."""
-        result = await self._submit(Noop(), use_session=False)
+        # No request id: a barrier applied twice is harmless, and it keeps the window free.
+        result = await self._submit(Noop(), use_session=False, request_id="")
         return getattr(result, "zxid", 0)
 
     # -- reads --------------------------------------------------------------------------

@@ -31,8 +31,9 @@ What the tree provides (ZooKeeper's rules unless said otherwise):
   replaces its dead predecessor at once instead of waiting out the old session timeout).
 * at-most-once: an entry with a non-empty `request_id` that was applied before returns the
   first result again and changes nothing; the table of remembered ids is FIFO-bounded to
-  `REQUEST_ID_WINDOW` entries (a retry older than that would apply twice: the bridge retries
-  for seconds, the window holds far more than seconds of writes).
+  `REQUEST_ID_WINDOW` units (one per result, plus one per op of a multi's result). A retry
+  older than that would apply twice: the bridge retries for seconds, and the window holds
+  far more than seconds of writes.
 * changes: each apply returns the `Change`s it made (NodeCreated/NodeDeleted/
   NodeDataChanged/NodeChildrenChanged with the path); `WatchManager` turns them into fired
   one-shot watch events. Watches are local to a replica (as in ZooKeeper, where they live on
@@ -590,6 +591,11 @@ class _Txn:
         self.ended_sessions.clear()
 
 
+def _result_units(result: Result) -> int:
+    """Weight of a remembered result: a multi's counts per op, so big multis age out first."""
+    return 1 + len(result.results) if isinstance(result, MultiResult) else 1
+
+
 def _result_signature(result: Result) -> bytes:
     """A cheap canonical encoding of a result, for digests."""
     if isinstance(result, CreateResult):
@@ -621,6 +627,7 @@ class ZNodeTree:
         self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0)}
         self._sessions: dict[int, _Session] = {}
         self._recent: dict[str, Result] = {}
+        self._recent_units = 0  # sum of _result_units over _recent (bounds its memory)
         self._last_zxid = 0
 
     # -- reads ----------------------------------------------------------------------------
@@ -737,8 +744,10 @@ class ZNodeTree:
 
     def _remember(self, request_id: str, result: Result) -> None:
         self._recent[request_id] = result
-        while len(self._recent) > REQUEST_ID_WINDOW:
-            del self._recent[next(iter(self._recent))]
+        self._recent_units += _result_units(result)
+        while self._recent_units > REQUEST_ID_WINDOW and len(self._recent) > 1:
+            oldest = next(iter(self._recent))
+            self._recent_units -= _result_units(self._recent.pop(oldest))
 
     def _dispatch(self, txn: _Txn, op: Operation) -> Result:
         if isinstance(op, Multi):
