@@ -125,6 +125,7 @@ async def test_data_dir_source_reads_a_stopped_node(tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.output == "[orders]\n"
     result = runner.invoke(quorum_app, ["status", "--data-dir", str(config.data_dir)])
     assert "ClusterId:              cid-1" in result.output
+    assert "CurrentVoters:          [1]" in result.output  # from <data dir>/quorum.voters
     out = tmp_path / "export.json"
     result = runner.invoke(
         quorum_app, ["export", "--out", str(out), "--data-dir", str(config.data_dir)]

@@ -63,5 +63,5 @@ class QuorumStatus:
             if v.node_id != self.leader_id and v.last_caught_up_timestamp_ms >= 0
         ]
         if not times:
-            return -1 if len(self.voters) > 1 else 0
+            return 0 if len(self.voters) == 1 and self.leader_id >= 0 else -1
         return max(0, self.now_ms - min(times))

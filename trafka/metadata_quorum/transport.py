@@ -105,6 +105,7 @@ class RaftTransport:
         self.lock = threading.Lock()
         self._consumer = _TreeConsumer(self.lock, listener)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        _write_voters_file(config)
         self._journal_path = str(config.data_dir / JOURNAL_FILE)
         self._dump_path = str(config.data_dir / DUMP_FILE)
         self._fsync_interval_s = config.fsync_interval_ms / 1000
@@ -294,6 +295,23 @@ def _fsync_path(path: str, flags: int) -> None:
 # ---------------------------------------------------------------------------------------
 # Offline, read-only access to a data dir (ktool quorum ... --data-dir)
 
+VOTERS_FILE = "quorum.voters"
+
+
+def _write_voters_file(config: QuorumConfig) -> None:
+    """`<data dir>/quorum.voters`: the voters this node ran with, for offline tools."""
+    text = ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in config.voters) + "\n"
+    path = config.data_dir / VOTERS_FILE
+    try:
+        if path.exists() and path.read_text() == text:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        logger.warning("cannot write %s", path)
+
+
 _JOURNAL_FIRST_RECORD_OFFSET = 24 + 8 + 4 + 4  # app name, app version, format, last offset
 _COMMAND_REGULAR = 0
 
@@ -304,6 +322,7 @@ class DataDirState:
     term: int
     commit_index: int
     snapshot_index: int
+    voters: str  # `1@host:port,...` as the node last ran with, "" if unknown
 
 
 def load_data_dir(data_dir: Path) -> DataDirState:
@@ -349,9 +368,12 @@ def load_data_dir(data_dir: Path) -> DataDirState:
                 entry = call[1][0]
                 if isinstance(entry, Entry):
                     tree.apply(entry)
+    voters_path = data_dir / VOTERS_FILE
+    voters = voters_path.read_text().strip() if voters_path.exists() else ""
     return DataDirState(
         tree=tree,
         term=int(meta.get("currentTerm", 0)),
         commit_index=commit_index,
         snapshot_index=snapshot_index,
+        voters=voters,
     )

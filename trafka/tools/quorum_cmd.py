@@ -41,7 +41,7 @@ import typer
 from trafka.metadata_quorum.bridge import MetadataQuorum
 from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
 from trafka.metadata_quorum.export import export_tree
-from trafka.metadata_quorum.status import QuorumStatus
+from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
@@ -197,6 +197,14 @@ def _from_data_dir(data_dir: Path) -> Snapshot:
     if not data_dir.is_dir():
         raise QuorumCommandError(f"{data_dir} is not a directory")
     state = load_data_dir(data_dir)
+    voters: tuple[ReplicaState, ...] = ()
+    if state.voters:
+        try:
+            voters = tuple(
+                ReplicaState(v.node_id, -1, -1, -1, "Unknown") for v in parse_voters(state.voters)
+            )
+        except QuorumConfigError:
+            voters = ()
     status = QuorumStatus(
         cluster_id=_cluster_id(state.tree),
         node_id=-1,
@@ -206,7 +214,7 @@ def _from_data_dir(data_dir: Path) -> Snapshot:
         last_applied=state.commit_index,
         is_leader=False,
         has_quorum=False,
-        voters=(),
+        voters=voters,
         observers=(),
         now_ms=int(time.time() * 1000),
     )
