@@ -9,7 +9,8 @@
 * `__consumer_offsets` partition 0 on brokers 1 and 2 with offset commits and a group
   metadata record (encoded with trafka.group.records).
 
-Each replica gets its `.index` (an entry per batch: its last offset and position), and each
+Each replica gets its `.index` (an entry per batch: its last offset and position) and
+`.timeindex` (an entry per new max timestamp), and each
 log dir a `replication-offset-checkpoint` with the high watermark (= log end offset).
 """
 
@@ -28,7 +29,7 @@ from trafka.group.records import (
     OffsetsTopicRecord,
     encode_record,
 )
-from trafka.log.batch import CompressionType
+from trafka.log.batch import CompressionType, parse_header
 from trafka.log.records import NewRecord, RecordHeader, build_batch
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
@@ -89,9 +90,17 @@ def write_segments(
         base = segment[0][0]
         log = bytearray()
         index = bytearray()
+        time_index = bytearray()
+        max_timestamp = -1
         for _base_offset, last_offset, data in segment:
             index += struct.pack(">ii", last_offset - base, len(log))
+            if data[16] == 2 and parse_header(data).max_timestamp > max_timestamp:
+                # Kafka's time index: (max timestamp so far, last offset of its batch).
+                max_timestamp = parse_header(data).max_timestamp
+                time_index += struct.pack(">qi", max_timestamp, last_offset - base)
             log += data
+        with open(os.path.join(partition_dir, f"{base:020d}.timeindex"), "wb") as handle:
+            handle.write(time_index)
         with open(os.path.join(partition_dir, f"{base:020d}.log"), "wb") as handle:
             handle.write(log)
         with open(os.path.join(partition_dir, f"{base:020d}.index"), "wb") as handle:

@@ -213,6 +213,23 @@ def test_index_entry_pointing_inside_a_batch_is_reported(cluster: Cluster) -> No
     ]
 
 
+def test_time_index_entries_must_match_their_batch(cluster: Cluster) -> None:
+    segment = _segment(cluster, 2, "orders", 1)
+    assert list(checks.time_index_violations(segment)) == []
+    with open(segment.time_index_path, "r+b") as handle:
+        entries = list(struct.iter_unpack(">qi", handle.read()))
+        assert len(entries) == 3
+        handle.seek(0)
+        handle.write(struct.pack(">qi", entries[0][0] + 1, entries[0][1]))  # wrong timestamp
+        handle.write(struct.pack(">qi", entries[1][0], entries[1][1]))
+        handle.write(struct.pack(">qi", entries[2][0], 99))  # beyond the segment
+    violations = list(checks.time_index_violations(segment))
+    assert [(v["check"], v["offset"], v["broker"]) for v in violations] == [
+        ("time_index_mismatch", 4, 2),
+        ("time_index_mismatch", 99, 2),
+    ]
+
+
 def test_high_watermark_choice() -> None:
     assert checks.choose_high_watermark({1: 10, 2: 12}, 1, [12, 12])[0] == 10
     assert checks.choose_high_watermark({1: 10, 2: 12}, None, [12, 12])[0] == 12

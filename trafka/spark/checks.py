@@ -19,6 +19,8 @@ check                               violation when
 `segment_base_offset`               a segment's first batch starts below the file's name
 `index_mismatch`                    an offset index entry's position is not a batch boundary,
                                     or the batch there does not hold the entry's offset
+`time_index_mismatch`               a time index entry's offset is in no batch, or (v2) that
+                                    batch's maxTimestamp is not the entry's timestamp
 `isr_below_high_watermark`          an ISR member (metadata) whose log ends below the HW
 `replica_below_high_watermark`      (warning) any replica whose log ends below the HW
 `committed_offset_beyond_log_end`   a group's latest committed offset is above the log end
@@ -35,12 +37,13 @@ compare fewer offsets, never report a false divergence.
 The heavy work (decoding, digests, grouping, ordering) runs in Spark over the
 `trafka_batches` table; the driver sees per-replica summaries and the violating groups only.
 
-Not implemented: the time index (`.timeindex`) is not checked; leader-epoch checkpoint files
+Not implemented: leader-epoch checkpoint files
 are not compared; divergence above the HW is not reported (it is legal: KIP-101 truncates).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from collections import Counter
@@ -58,6 +61,7 @@ from trafka.spark.logdir import (
     batch_positions,
     read_offset_checkpoint,
     read_offset_index,
+    read_time_index,
 )
 
 _OFFSET_AND_SIZE = struct.Struct(">qi")
@@ -261,8 +265,51 @@ def index_violations(segment: SegmentFile) -> Iterator[dict[str, Any]]:
                 }
 
 
-def _offsets_at(handle: BinaryIO, position: int) -> tuple[int, int] | None:
-    """(base offset, last offset) of the entry at `position`, None if it cannot be read."""
+def time_index_violations(segment: SegmentFile) -> Iterator[dict[str, Any]]:
+    """`time_index_mismatch` violations (as dicts) of one segment's time index.
+
+    Kafka's entry is (max timestamp so far, an offset of the batch holding it): the offset
+    must lie in a batch of this segment, and for a v2 batch its maxTimestamp must be the
+    entry's timestamp.
+    """
+    entries = read_time_index(segment.time_index_path, segment.base_offset)
+    if not entries:
+        return
+    positions, _end = batch_positions(segment.path, segment.size_bytes)
+    batches: list[tuple[int, int, int | None]] = []
+    with open(segment.path, "rb") as handle:
+        for position in positions:
+            holds = _offsets_at(handle, position, with_timestamp=True)
+            if holds is not None:
+                batches.append(holds)
+    starts = [base for base, _last, _ts in batches]
+    for timestamp, offset in entries:
+        base: dict[str, Any] = {
+            "check": "time_index_mismatch",
+            "severity": ERROR,
+            "topic": segment.topic,
+            "partition": segment.partition,
+            "broker": int(segment.broker),
+            "offset": offset,
+        }
+        index = bisect.bisect_right(starts, offset) - 1
+        if index < 0 or not batches[index][0] <= offset <= batches[index][1]:
+            yield base | {
+                "detail": f"{segment.name}: time index entry ({timestamp}, {offset}) names an "
+                "offset in no batch of the segment"
+            }
+            continue
+        max_timestamp = batches[index][2]
+        if max_timestamp is not None and max_timestamp != timestamp:
+            yield base | {
+                "detail": f"{segment.name}: time index entry timestamp {timestamp}, but the "
+                f"batch holding offset {offset} has maxTimestamp {max_timestamp}"
+            }
+
+
+def _offsets_at(handle: BinaryIO, position: int, *, with_timestamp: bool = False) -> Any:
+    """(base offset, last offset) of the entry at `position` (plus its v2 maxTimestamp, or
+    None for v0/v1, when `with_timestamp`); None if it cannot be read."""
     handle.seek(position)
     head = handle.read(HEADER_SIZE)
     if len(head) < 17:
@@ -272,10 +319,14 @@ def _offsets_at(handle: BinaryIO, position: int) -> tuple[int, int] | None:
             header = parse_header(head)
         except CorruptRecordError:
             return None
+        if with_timestamp:
+            return header.base_offset, header.last_offset, header.max_timestamp
         return header.base_offset, header.last_offset
     size = _OFFSET_AND_SIZE.unpack_from(head)[1] + 12
     handle.seek(position)
     entry = decode_entry(handle.read(size), 0)
     if entry.header is None:
         return None
+    if with_timestamp:
+        return entry.header.base_offset, entry.header.last_offset, None
     return entry.header.base_offset, entry.header.last_offset

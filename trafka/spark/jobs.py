@@ -539,7 +539,12 @@ def _check_indexes(spark: SparkSession, segments: list[Any], report: AuditReport
     slices = max(1, min(len(segments), spark.sparkContext.defaultParallelism * 2))
     rows = (
         spark.sparkContext.parallelize(segments, slices)
-        .flatMap(lambda segment: list(checks.index_violations(segment)))
+        .flatMap(
+            lambda segment: [
+                *checks.index_violations(segment),
+                *checks.time_index_violations(segment),
+            ]
+        )
         .take(MAX_COLLECTED_VIOLATIONS)
     )
     report.violations.extend(Violation(**row) for row in rows)

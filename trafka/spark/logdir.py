@@ -12,6 +12,9 @@ A log dir (`log.dirs` entry) looks like Kafka's::
 Offset checkpoint files are text: a version line (`0`), a count line, then
 `<topic> <partition> <offset>` per line (Kafka's `OffsetCheckpointFile`).
 
+A time index entry is 12 bytes: the segment's max timestamp so far (int64) and the relative
+offset (int32) of the batch holding it; entries increase in both.
+
 An offset index entry is 8 bytes: relative offset (int32, offset - segment base offset) and
 physical position (int32) of the batch holding that offset. Kafka preallocates index files
 and trims them on close, so a live index can end in zero entries; reading stops at the first
@@ -57,6 +60,7 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_NAME = re.compile(r"^(?P<base>\d{20})\.log$")
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 _INDEX_ENTRY = struct.Struct(">ii")
+_TIME_INDEX_ENTRY = struct.Struct(">qi")
 _LOG_OVERHEAD = 12
 
 
@@ -88,6 +92,10 @@ class SegmentFile:
     @property
     def index_path(self) -> str:
         return self.path[: -len(LOG_SUFFIX)] + INDEX_SUFFIX
+
+    @property
+    def time_index_path(self) -> str:
+        return self.path[: -len(LOG_SUFFIX)] + TIME_INDEX_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +241,25 @@ def split_segment(segment: SegmentFile, split_bytes: int = DEFAULT_SPLIT_BYTES) 
             start = pos
     ranges.append(ByteRange(segment, start, segment.size_bytes))
     return ranges
+
+
+def read_time_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """`(timestamp, absolute offset)` entries of a time index (12 bytes each: timestamp
+    int64, relative offset int32), stopping at the first entry that does not increase both
+    (preallocated zeros)."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_INDEX_ENTRIES * _TIME_INDEX_ENTRY.size)
+    entries: list[tuple[int, int]] = []
+    usable = len(data) - len(data) % _TIME_INDEX_ENTRY.size
+    for timestamp, relative in _TIME_INDEX_ENTRY.iter_unpack(data[:usable]):
+        if timestamp == 0 and relative == 0:
+            break
+        if entries and (timestamp <= entries[-1][0] or base_offset + relative <= entries[-1][1]):
+            break
+        entries.append((timestamp, base_offset + relative))
+    return entries
 
 
 def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
