@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -13,21 +14,30 @@ from typer.testing import CliRunner
 
 from tests.metadata_quorum.proc_support import REPO, SECRET, leader_of, quorum_cluster
 from tests.metadata_quorum.test_bridge import make_config
+from tests.net.toy import SUPPORTED, ToyBroker
 from tests.support.ports import free_ports
-from trafka.metadata_quorum.bridge import open_metadata_quorum
+from trafka.metadata_quorum.bridge import MetadataQuorum, open_metadata_quorum
 from trafka.metadata_quorum.config import Voter
 from trafka.metadata_quorum.export import EXPORT_FORMAT
-from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
+from trafka.metadata_quorum.local import LocalTransport
+from trafka.metadata_quorum.status import QuorumStatus, ReplicaState, describe_quorum_topics
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat
 from trafka.metadata_quorum.znodes import ClusterId
+from trafka.net import codec, protocol
+from trafka.net.server import KafkaServer, Listener, RequestContext
+from trafka.node.handlers.kio_shape import build
 from trafka.tools.quorum_cmd import (
+    DESCRIBE_QUORUM_API_KEY,
+    QuorumCommandError,
+    _describe_quorum,
     format_ls,
     format_replication,
     format_stat,
     format_status,
     format_tree,
     quorum_app,
+    status_from_describe_quorum,
 )
 
 STATUS = QuorumStatus(
@@ -165,3 +175,71 @@ def test_learner_source_against_live_voters(tmp_path: Path) -> None:
         )
         assert f"LeaderId:               {leader.node_id}" in status.stdout
         assert "CurrentVoters:          [1,2,3]" in status.stdout
+
+
+class _QuorumNode:
+    """A minimal Kafka listener answering ApiVersions, Metadata and DescribeQuorum v0-v1 the
+    way a trafka node is meant to (DescribeQuorum from `describe_quorum_topics`)."""
+
+    def __init__(self, quorum: MetadataQuorum, supported: protocol.SupportedApis) -> None:
+        self.quorum = quorum
+        self.toy = ToyBroker(supported=supported)
+
+    async def handle(self, ctx: RequestContext) -> Any:
+        if ctx.api_key == 55:
+            response_class = codec.response_class(55, ctx.api_version)
+            return build(
+                response_class,
+                {"error_code": 0, "topics": describe_quorum_topics(self.quorum.status())},
+            )
+        return await self.toy.handle(ctx)
+
+
+async def test_bootstrap_server_status_uses_describe_quorum(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    config = make_config(1, (Voter(1, "127.0.0.1", 1),), tmp_path)
+    async with open_metadata_quorum(config, transport_factory=LocalTransport) as quorum:
+        await quorum.wait_ready()
+        await quorum.create("/x")
+        supported = protocol.SupportedApis(
+            [*SUPPORTED, protocol.ApiVersionRange(DESCRIBE_QUORUM_API_KEY, 0, 1)]
+        )
+        node = _QuorumNode(quorum, supported)
+        server = KafkaServer(node.handle, supported)
+        (bound,) = await nursery.start(server.serve, [Listener("PLAINTEXT", "127.0.0.1", 0)])
+        status = await _describe_quorum(f"127.0.0.1:{bound.port}", 10.0)
+        assert status.leader_id == 1 and status.high_watermark == quorum.status().high_watermark
+        text = format_status(status)
+        assert "ClusterId:              toy-cluster" in text
+        assert "CurrentVoters:          [1]" in text
+        rows = format_replication(status).splitlines()
+        assert rows[1].split()[0] == "1" and rows[1].split()[-1] == "Leader"
+        nursery.cancel_scope.cancel()
+
+
+def test_describe_quorum_errors_are_reported() -> None:
+    response = build(
+        codec.response_class(55, 1),
+        {
+            "error_code": 0,
+            "topics": [
+                {
+                    "topic_name": "__cluster_metadata",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": 6,
+                            "leader_id": -1,
+                            "leader_epoch": 0,
+                            "high_watermark": 0,
+                            "current_voters": [],
+                            "observers": [],
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    with pytest.raises(QuorumCommandError, match="NOT_LEADER_OR_FOLLOWER"):
+        status_from_describe_quorum(response, "", 0)

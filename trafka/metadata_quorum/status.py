@@ -11,6 +11,9 @@ offsets are -1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +68,37 @@ class QuorumStatus:
         if not times:
             return 0 if len(self.voters) == 1 and self.leader_id >= 0 else -1
         return max(0, self.now_ms - min(times))
+
+
+def describe_quorum_topics(status: QuorumStatus) -> list[dict[str, Any]]:
+    """DescribeQuorum (API 55) v0-v1 `topics`, as plain dicts with kio's field names.
+
+    For the node's handler: `build(DescribeQuorumResponse, {"error_code": 0, "topics":
+    describe_quorum_topics(quorum.status())})`. One partition, `__cluster_metadata`-0, as
+    KRaft reports it; the timestamps are dropped by v0's encoder.
+    """
+
+    def replica(state: ReplicaState) -> dict[str, Any]:
+        return {
+            "replica_id": state.node_id,
+            "log_end_offset": state.log_end_offset,
+            "last_fetch_timestamp": state.last_fetch_timestamp_ms,
+            "last_caught_up_timestamp": state.last_caught_up_timestamp_ms,
+        }
+
+    return [
+        {
+            "topic_name": METADATA_TOPIC,
+            "partitions": [
+                {
+                    "partition_index": 0,
+                    "error_code": 0,
+                    "leader_id": status.leader_id,
+                    "leader_epoch": status.leader_epoch,
+                    "high_watermark": status.high_watermark,
+                    "current_voters": [replica(v) for v in status.voters],
+                    "observers": [replica(o) for o in status.observers],
+                }
+            ],
+        }
+    ]

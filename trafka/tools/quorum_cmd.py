@@ -14,8 +14,13 @@ Where the tree comes from (one of):
   written to the log; the learner's journal lives in a temporary directory). Per-voter
   offsets are only known to the leader, so `replication` prints -1 for them this way.
 
-Not implemented yet: `--bootstrap-server` (DescribeQuorum, API 55, and tree reads through a
-node's Kafka listener): that side belongs to the node and is wired there.
+* `--bootstrap-server host:port` (status and replication only): Kafka's DescribeQuorum
+  (API 55, v0-v1) for the `__cluster_metadata` partition 0, plus Metadata for the cluster
+  id, exactly what kafka-metadata-quorum.sh asks; works against a Kafka KRaft cluster and
+  against trafka once the node answers API 55.
+
+Not implemented: tree reads (`ls`/`get`/`stat`/`tree`/`export`) through a node's Kafka
+listener (Kafka has no such API; the node would need a non-Kafka request).
 
 The formatting functions (`format_status`, `format_replication`, `format_stat`, `format_ls`,
 `format_tree`) are pure and take plain values.
@@ -37,14 +42,18 @@ from typing import Annotated, Any
 
 import trio
 import typer
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from trafka.metadata_quorum.bridge import MetadataQuorum
 from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
 from trafka.metadata_quorum.export import export_tree
-from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
+from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
+from trafka.net import codec
+from trafka.net.client import ClientError, KafkaConnection
+from trafka.node.handlers.kio_shape import build
 
 quorum_app = typer.Typer(
     help="Describe the metadata quorum and browse its znode tree.", no_args_is_help=True
@@ -61,11 +70,17 @@ SecretFileOption = Annotated[
     Path | None, typer.Option("--secret-file", help="File with the cluster secret.")
 ]
 SecretOption = Annotated[str | None, typer.Option("--secret", help="The cluster secret.")]
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option("--bootstrap-server", help="host:port of a node (DescribeQuorum, API 55)."),
+]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for the learner to catch up.")
 ]
 
 LEARNER_NODE_ID = -1
+DESCRIBE_QUORUM_API_KEY = 55
+METADATA_API_KEY = 3
 
 
 class QuorumCommandError(Exception):
@@ -271,8 +286,109 @@ def _snapshot(
             )
             return trio.run(_learner_snapshot, voters, key, timeout_s, Path(scratch))
     raise QuorumCommandError(
-        "give --data-dir or --quorum-voters (--bootstrap-server is not wired yet)"
+        "give --data-dir or --quorum-voters (--bootstrap-server: status and replication only)"
     )
+
+
+def status_from_describe_quorum(response: Any, cluster_id: str, now_ms: int) -> QuorumStatus:
+    """A QuorumStatus from a DescribeQuorum v0-v2 response (pure)."""
+    if int(response.error_code) != 0:
+        raise QuorumCommandError(f"DescribeQuorum failed: {_kafka_error(response.error_code)}")
+    partition = next(
+        (
+            p
+            for t in response.topics
+            if str(t.topic_name) == METADATA_TOPIC
+            for p in t.partitions
+            if int(p.partition_index) == 0
+        ),
+        None,
+    )
+    if partition is None:
+        raise QuorumCommandError(f"DescribeQuorum answered without {METADATA_TOPIC}-0")
+    if int(partition.error_code) != 0:
+        raise QuorumCommandError(f"DescribeQuorum failed: {_kafka_error(partition.error_code)}")
+    leader_id = int(partition.leader_id)
+
+    def replica(state: Any, observer: bool) -> ReplicaState:
+        node_id = int(state.replica_id)
+        role = "Observer" if observer else ("Leader" if node_id == leader_id else "Follower")
+        return ReplicaState(
+            node_id,
+            int(state.log_end_offset),
+            int(getattr(state, "last_fetch_timestamp", -1)),
+            int(getattr(state, "last_caught_up_timestamp", -1)),
+            role,
+        )
+
+    return QuorumStatus(
+        cluster_id=cluster_id,
+        node_id=-1,
+        leader_id=leader_id,
+        leader_epoch=int(partition.leader_epoch),
+        high_watermark=int(partition.high_watermark),
+        last_applied=int(partition.high_watermark),
+        is_leader=False,
+        has_quorum=leader_id >= 0,
+        voters=tuple(replica(v, False) for v in partition.current_voters),
+        observers=tuple(replica(o, True) for o in partition.observers),
+        now_ms=now_ms,
+    )
+
+
+def _kafka_error(code: Any) -> str:
+    try:
+        return KafkaErrorCode(int(code)).name.upper()
+    except ValueError:
+        return f"ERROR_{int(code)}"
+
+
+async def _describe_quorum(bootstrap: str, timeout_s: float) -> QuorumStatus:
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise QuorumCommandError(f"invalid --bootstrap-server {bootstrap!r}: expected host:port")
+    try:
+        with trio.fail_after(timeout_s):
+            connection = await KafkaConnection.connect(host, int(port), client_id="ktool-quorum")
+            try:
+                await connection.negotiate_api_versions()
+                metadata_version = connection.version_for(METADATA_API_KEY, 2, 12)
+                metadata_class = codec.request_class(METADATA_API_KEY, metadata_version)
+                metadata = await connection.request(
+                    build(metadata_class, {"topics": []}), metadata_version
+                )
+                version = connection.version_for(DESCRIBE_QUORUM_API_KEY, 0, 1)
+                request_class = codec.request_class(DESCRIBE_QUORUM_API_KEY, version)
+                request = build(
+                    request_class,
+                    {
+                        "topics": [
+                            {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}
+                        ]
+                    },
+                )
+                response = await connection.request(request, version)
+            finally:
+                await connection.close()
+    except trio.TooSlowError:
+        raise QuorumCommandError(f"{bootstrap} did not answer within {timeout_s} s") from None
+    except ClientError as error:
+        raise QuorumCommandError(str(error)) from None
+    cluster_id = str(getattr(metadata, "cluster_id", "") or "")
+    return status_from_describe_quorum(response, cluster_id, int(time.time() * 1000))
+
+
+def _status(
+    bootstrap: str | None,
+    data_dir: Path | None,
+    voters: str | None,
+    secret: str | None,
+    secret_file: Path | None,
+    timeout_s: float,
+) -> QuorumStatus:
+    if bootstrap:
+        return trio.run(_describe_quorum, bootstrap, timeout_s)
+    return _snapshot(data_dir, voters, secret, secret_file, timeout_s).status
 
 
 def _run(action: Callable[[], str]) -> None:
@@ -289,6 +405,7 @@ def _run(action: Callable[[], str]) -> None:
 
 @quorum_app.command("status")
 def status_command(
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -298,13 +415,14 @@ def status_command(
     """Leader, epoch, high watermark, lag, voters and observers."""
     _run(
         lambda: format_status(
-            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).status
+            _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
         )
     )
 
 
 @quorum_app.command("replication")
 def replication_command(
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -314,7 +432,7 @@ def replication_command(
     """Per-replica log end offset, lag and fetch times."""
     _run(
         lambda: format_replication(
-            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).status
+            _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
         )
     )
 
