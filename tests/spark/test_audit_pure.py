@@ -398,3 +398,62 @@ def test_arbitrary_bytes_never_crash_the_readers(
         assert rows and batches
     assert all(r["batch_crc_valid"] is False for r in rows if r["batch_error"] is not None)
     list(checks.index_violations(segment))
+
+
+def test_reads_log_dirs_written_by_trafka_log_storage(tmp_path: Path) -> None:
+    """The storage engine's own files (segments rolled, sparse offset and time indexes,
+    meta.properties, checkpoints, a compacted topic) read back with no violation."""
+    from trafka.log.config import LogConfig
+    from trafka.log.log_manager import LogManager
+
+    now_ms = 1_700_000_000_000
+    plain = LogConfig(segment_bytes=3000, index_interval_bytes=200)
+    compact = LogConfig(
+        segment_bytes=3000, index_interval_bytes=200, cleanup_policy=frozenset({"compact"})
+    )
+    manager = LogManager(
+        [tmp_path / "d"],
+        default_config=plain,
+        now_ms=now_ms,
+        node_id=5,
+        cluster_id="c",
+        topic_configs={"users": compact},
+    )
+    orders = manager.get_or_create("orders", 0)
+    users = manager.get_or_create("users", 0)
+    for i in range(40):
+        codec = list(CompressionType)[i % 5]
+        records = [
+            NewRecord(b"value-%d-%d" % (i, j) * 3, key=b"k%d" % j, timestamp=now_ms + i)
+            for j in range(4)
+        ]
+        orders.append_as_leader(
+            build_batch(records, compression=codec), leader_epoch=2, now_ms=now_ms
+        )
+        users.append_as_leader(build_batch(records[:1]), leader_epoch=2, now_ms=now_ms)
+    for log in (orders, users):
+        log.update_high_watermark(log.log_end_offset)
+    manager.maintenance(now_ms + 1000)
+    manager.write_checkpoints()
+    manager.close()
+
+    log_dir = open_log_dir(str(tmp_path / "d"))
+    assert log_dir.broker == 5
+    segments = list_segments([log_dir])
+    assert len([s for s in segments if s.topic == "orders"]) > 2
+    rows: list[dict[str, Any]] = []
+    for segment in segments:
+        assert list(checks.index_violations(segment)) == []
+        assert list(checks.time_index_violations(segment)) == []
+        rows += [
+            r
+            for b in decode_range_to_arrow(ByteRange(segment, 0, segment.size_bytes))
+            for r in b.to_pylist()
+        ]
+    assert all(r["batch_crc_valid"] and r["partition_leader_epoch"] == 2 for r in rows)
+    order_offsets = [r["offset"] for r in rows if r["topic"] == "orders"]
+    assert order_offsets == list(range(160))
+    user_offsets = [r["offset"] for r in rows if r["topic"] == "users"]
+    assert user_offsets[-1] == 39 and len(user_offsets) < 40  # the cleaner ran
+    hws = checks.checkpoint_high_watermarks([log_dir])
+    assert hws[("orders", 0)] == {5: 160} and hws[("users", 0)] == {5: 40}
