@@ -90,6 +90,7 @@ from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatErro
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _PYTHON_SWITCH_INTERVAL_S = 0.005
+MAX_IN_FLIGHT_PROPOSALS = 1000
 
 
 class SessionEventKind(enum.Enum):
@@ -152,6 +153,8 @@ class MetadataQuorum:
         self._requests = itertools.count(1)
         self._request_prefix = f"{config.owner}:{secrets.token_hex(4)}:"
         self._closed = False
+        # Bound on proposals waiting for an answer (pysyncobj's own queue holds 10,000).
+        self._in_flight = trio.Semaphore(MAX_IN_FLIGHT_PROPOSALS)
         if config.gil_switch_interval_s and sys.getswitchinterval() == _PYTHON_SWITCH_INTERVAL_S:
             sys.setswitchinterval(config.gil_switch_interval_s)
         # Last: the tick thread starts here and may apply journal entries at once.
@@ -269,9 +272,10 @@ class MetadataQuorum:
         def callback(result: Result | None, failure: ProposalFailure | None) -> None:
             self._run_in_trio(lambda: deliver(result, failure))
 
-        self._transport.propose(entry, callback)
         with trio.move_on_after(timeout_s):
-            await done.wait()
+            async with self._in_flight:
+                self._transport.propose(entry, callback)
+                await done.wait()
         if not box:
             return None, None, True
         return box[0][0], box[0][1], False
