@@ -8,7 +8,8 @@
 
 Each node gets free loopback ports (client listener and quorum port, tests/support/ports.py),
 its data in `<base>/node-<id>` (kept across restarts), and `--set` flags for `listeners`,
-`log.dirs` and `controller.quorum.voters` (all nodes are voters). Extra `--set` flags go to
+`log.dirs` and `controller.quorum.voters` (all nodes are voters; several nodes share a
+`controller.quorum.secret` unless `settings` give one). Extra `--set` flags go to
 every node (`settings=`) or one node (`node_settings=`). stderr of each run goes to
 `<base>/node-<id>.stderr.log`; `describe_failure()` returns the tails of those logs, and the
 context manager appends them to any exception raised inside it. Every process started is
@@ -62,6 +63,11 @@ class KnodeCluster:
     ) -> None:
         self.base_dir = base_dir
         self.settings = list(settings)
+        if node_count > 1 and not any(
+            item.startswith("controller.quorum.secret") for item in self.settings
+        ):
+            # several voters need a shared secret (one voter generates its own)
+            self.settings.append("controller.quorum.secret=knode-cluster-test-secret")
         self.nodes: dict[int, NodeProcess] = {}
         for node_id in range(1, node_count + 1):
             self.nodes[node_id] = NodeProcess(
