@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.support.cluster import KnodeCluster
+from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trafka.tools.ktool",
-            "topics",
-            *args,
-            "--bootstrap-server",
-            cluster.bootstrap_servers,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _ktool(cluster: KnodeCluster, *args: str) -> Outcome:
+    """Run `ktool topics ...` in-process (typer's runner), as the console script would."""
+    result = CliRunner().invoke(
+        app, ["topics", *args, "--bootstrap-server", cluster.bootstrap_servers]
     )
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Outcome(result.exit_code, result.stdout, result.stderr)
 
 
 def test_topics_create_describe_alter_delete(knode: KnodeCluster) -> None:
