@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import pickle
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from pysyncobj.journal import FileJournal
 
 from tests.support.ports import free_ports
 from trafka.metadata_quorum.bridge import (
@@ -26,7 +29,11 @@ from trafka.metadata_quorum.config import (
     parse_voters,
 )
 from trafka.metadata_quorum.local import LocalTransport
-from trafka.metadata_quorum.transport import RaftTransport, load_data_dir
+from trafka.metadata_quorum.transport import (
+    RaftTransport,
+    align_journal_with_snapshot,
+    load_data_dir,
+)
 from trafka.metadata_quorum.tree import (
     BadVersionError,
     Check,
@@ -37,6 +44,7 @@ from trafka.metadata_quorum.tree import (
     NoNodeError,
     SetData,
     WatchEvent,
+    ZNodeTree,
 )
 
 SECRET = "test-secret"
@@ -247,3 +255,33 @@ def test_voters_parsing_and_secret_rules(tmp_path: Path) -> None:
     assert one.secret == again.secret and len(one.secret) > 20
     assert (tmp_path / "quorum.secret").stat().st_mode & 0o077 == 0
     assert one.session_timeout_ms == 9000 and one.heartbeat_interval_ms == 2000
+
+
+def _write_journal(path: Path, entries: list[tuple[bytes, int, int]]) -> None:
+    journal = FileJournal(str(path))
+    for entry in entries:
+        journal.add(*entry)
+    journal._destroy()
+
+
+def _read_journal(path: Path) -> list[tuple[bytes, int, int]]:
+    journal = FileJournal(str(path))
+    try:
+        return [journal[i] for i in range(len(journal))]
+    finally:
+        journal._destroy()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_an_interrupted_compaction_is_finished_before_start(tmp_path: Path) -> None:
+    """The snapshot covers entries 1-3, the process died before the journal was compacted:
+    pysyncobj alone would clear the journal and lose entries 4-5."""
+    entries = [(bytes([1]), 1, 1)] + [(bytes([0]) + b"cmd%d" % i, i, 1) for i in range(2, 6)]
+    journal_path, dump_path = tmp_path / "quorum.journal", tmp_path / "quorum.dump"
+    _write_journal(journal_path, entries)
+    with gzip.open(dump_path, "wb") as handle:
+        pickle.dump(([{}, {"tree": ZNodeTree()}], entries[2], entries[1], set()), handle)
+    assert align_journal_with_snapshot(journal_path, dump_path)
+    assert _read_journal(journal_path) == entries[1:]
+    assert not align_journal_with_snapshot(journal_path, dump_path)  # already aligned
+    assert _read_journal(journal_path) == entries[1:]

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.journal import FileJournal
 
 from trafka.metadata_quorum.config import QuorumConfig
 from trafka.metadata_quorum.port import ApplyListener, ProposalCallback, ProposalFailure
@@ -104,10 +105,11 @@ class RaftTransport:
         self.config = config
         self.lock = threading.Lock()
         self._consumer = _TreeConsumer(self.lock, listener)
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        _write_voters_file(config)
         self._journal_path = str(config.data_dir / JOURNAL_FILE)
         self._dump_path = str(config.data_dir / DUMP_FILE)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        _write_voters_file(config)
+        align_journal_with_snapshot(Path(self._journal_path), Path(self._dump_path))
         self._fsync_interval_s = config.fsync_interval_ms / 1000
         self._next_fsync = 0.0
         self._caught_up_monotonic: dict[str, float] = {}
@@ -296,6 +298,52 @@ def _fsync_path(path: str, flags: int) -> None:
 # Offline, read-only access to a data dir (ktool quorum ... --data-dir)
 
 VOTERS_FILE = "quorum.voters"
+
+
+def align_journal_with_snapshot(journal_path: Path, dump_path: Path) -> bool:
+    """Make the journal start at the snapshot's last two entries, keeping what follows.
+
+    pysyncobj writes `quorum.dump` and only on a later tick drops the journal entries it
+    covers. If the process stops in between, the next start finds a journal that does not
+    begin with the snapshot's (previous, last) entries, and pysyncobj then *clears the whole
+    journal* (`__loadDumpFile`): every committed entry after the snapshot is gone (a lone
+    voter loses acknowledged writes). We finish the interrupted compaction first. Returns
+    True if the journal was rewritten.
+    """
+    if not journal_path.exists() or not dump_path.exists():
+        return False
+    try:
+        with gzip.open(dump_path, "rb") as handle:
+            data = pickle.load(handle)
+        last, previous = data[1], data[2]
+    except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError) as error:
+        logger.warning("cannot read %s (%s); pysyncobj will decide", dump_path, error)
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # pysyncobj's unclosed .meta read
+        journal = FileJournal(str(journal_path))
+    try:
+        count = len(journal)
+        if count >= 2 and journal[0] == previous and journal[1] == last:
+            return False
+        for index in range(count - 1):
+            if journal[index] == previous and journal[index + 1] == last:
+                journal.deleteEntriesTo(index)
+                journal.flush()
+                logger.warning(
+                    "finished an interrupted journal compaction: dropped %d entries covered "
+                    "by the snapshot, kept %d after it",
+                    index,
+                    count - index - 2,
+                )
+                return True
+        logger.warning(
+            "the journal does not contain the snapshot's last entries: pysyncobj will reset "
+            "it to the snapshot (entries after it come back from the other voters, if any)"
+        )
+        return False
+    finally:
+        journal._destroy()
 
 
 def _write_voters_file(config: QuorumConfig) -> None:
