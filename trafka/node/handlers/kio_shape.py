@@ -18,7 +18,7 @@ import datetime
 import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -62,14 +62,29 @@ def has_field(cls_or_obj: Any, name: str) -> bool:
 
 def build(cls: Any, data: Mapping[str, Any]) -> Any:
     """An instance of kio dataclass `cls` from `data` (nested mappings for nested structs)."""
-    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in _fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            kwargs[f.name] = _zero(hints[f.name])
+    for name, convert, required, zero in _plan(cls):
+        if name in data:
+            value = data[name]
+            kwargs[name] = value if convert is None else convert(value)
+        elif required:
+            kwargs[name] = zero
     return cls(**kwargs)
+
+
+Converter = Callable[[Any], Any]
+
+
+@cache
+def _plan(cls: Any) -> tuple[tuple[str, Converter | None, bool, Any], ...]:
+    """Per field: (name, converter or None for identity, required, zero value)."""
+    hints = _hints(cls)
+    plan = []
+    for f in _fields(cls):
+        tp = hints[f.name]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        plan.append((f.name, _converter(tp), required, _zero(tp) if required else None))
+    return tuple(plan)
 
 
 def _optional_inner(tp: Any) -> Any | None:
@@ -81,35 +96,55 @@ def _optional_inner(tp: Any) -> Any | None:
     return None
 
 
-def _convert(tp: Any, value: Any) -> Any:
+def _converter(tp: Any) -> Converter | None:
     inner = _optional_inner(tp)
     if inner is not None:
-        return None if value is None else _convert_strict(inner, value, nullable=True)
-    return _convert_strict(tp, value, nullable=False)
+        strict = _strict_converter(inner, nullable=True)
+        if strict is None:
+            return None
+
+        def convert_optional(value: Any) -> Any:
+            return None if value is None else strict(value)
+
+        return convert_optional
+    return _strict_converter(tp, nullable=False)
 
 
-def _convert_strict(tp: Any, value: Any, *, nullable: bool) -> Any:
+def _strict_converter(tp: Any, *, nullable: bool) -> Converter | None:
     if typing.get_origin(tp) is tuple:
         (item_type, *_rest) = typing.get_args(tp)
-        return tuple(_convert(item_type, item) for item in value)
-    if isinstance(tp, type):
-        if dataclasses.is_dataclass(tp):
-            if isinstance(value, tp):
-                return value
-            return build(tp, value)
-        if issubclass(tp, (i32Timedelta, i64Timedelta)) or tp is datetime.timedelta:
-            if isinstance(value, datetime.timedelta):
-                return value
-            return datetime.timedelta(milliseconds=int(value))
-        if issubclass(tp, datetime.datetime):
+        item = _converter(item_type)
+        if item is None:
+            return tuple
+        return lambda values: tuple(item(v) for v in values)
+    if not isinstance(tp, type):
+        return None
+    if dataclasses.is_dataclass(tp):
+        nested: type[Any] = tp
+
+        def convert_nested(value: Any) -> Any:
+            return value if isinstance(value, nested) else build(nested, value)
+
+        return convert_nested
+    if issubclass(tp, (i32Timedelta, i64Timedelta)) or tp is datetime.timedelta:
+        return lambda value: (
+            value
+            if isinstance(value, datetime.timedelta)
+            else datetime.timedelta(milliseconds=int(value))
+        )
+    if issubclass(tp, datetime.datetime):
+
+        def convert_datetime(value: Any) -> Any:
             if isinstance(value, datetime.datetime):
                 return value
             if int(value) < 0:
                 return None if nullable else datetime.datetime.fromtimestamp(0, _UTC)
             return datetime.datetime.fromtimestamp(int(value) / 1000, _UTC)
-        if issubclass(tp, ErrorCode):
-            return ErrorCode(int(value))
-    return value
+
+        return convert_datetime
+    if issubclass(tp, ErrorCode):
+        return lambda value: ErrorCode(int(value))
+    return None
 
 
 def _zero(tp: Any) -> Any:
