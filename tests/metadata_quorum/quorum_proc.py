@@ -96,6 +96,9 @@ class Member:
             return {"acknowledged": acknowledged, "failed": failed}
         if op == "sync":
             return {"zxid": await quorum.sync()}
+        if op == "snapshot":
+            quorum.force_snapshot()
+            return {}
         if op == "digest":
             return {"zxid": quorum.last_zxid(), "digest": quorum.tree_digest()}
         if op == "session":

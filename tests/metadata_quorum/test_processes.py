@@ -169,7 +169,14 @@ def test_all_voters_sigkilled_and_restarted_keep_the_tree(tmp_path: Path) -> Non
         members[0].ok("create", path="/config")
         for i in range(25):
             members[i % 3].ok("create", path=f"/config/c{i}", data=f"v{i}")
+        for member in members:  # snapshots mid-way: the restart loads dump + journal
+            member.ok("snapshot")
+        for member in members:
+            dump = Path(member.settings["data_dir"]) / "quorum.dump"
+            wait_until(dump.exists, timeout_s=10, what="snapshot written")
         members[2].ok("set", path="/config/c3", data="changed")
+        for i in range(25, 30):
+            members[i % 3].ok("create", path=f"/config/c{i}", data=f"v{i}")
         for member in members:
             member.signal(signal.SIGKILL)
         for member in members:
@@ -180,7 +187,7 @@ def test_all_voters_sigkilled_and_restarted_keep_the_tree(tmp_path: Path) -> Non
         for member in members:
             member.ok("sync")
             assert member.ok("children_local", path="/config")["children"] == sorted(
-                f"c{i}" for i in range(25)
+                f"c{i}" for i in range(30)
             )
             assert member.ok("get_local", path="/config/c3")["data"] == "changed"
             assert member.ok("get_local", path="/config/c7")["data"] == "v7"
