@@ -16,8 +16,17 @@ Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUN
 Shutdown (SIGTERM/SIGINT from knode): stop accepting, cancel request tasks, close the logs
 (flush + checkpoints), close the metadata store (the ephemeral registration goes away).
 
-Not implemented here: controlled shutdown (issue 5 adds it in `trafka.node.controller`),
-multiple log dirs beyond passing them to the LogManager, SSL/SASL listeners.
+Cluster (issue 5): every node runs a `ControllerService` (it becomes the controller when it
+wins `/controller`), a `ReplicaManager` whose roles come from the controller's LeaderAndIsr,
+and `ReplicaFetchers` for the partitions it follows. Topic creation, partition creation and
+deletion are written to the tree and carried out by the controller; the admin calls here wait
+(bounded by `ADMIN_WAIT_S`) until the local metadata cache shows the result, so a client
+that creates a topic can produce at once. One node is simply a cluster of one: controller,
+leader of everything, ISR of one.
+
+Not implemented here: controlled shutdown on SIGTERM (the ControlledShutdown API exists; the
+node does not call it yet), multiple log dirs beyond passing them to the LogManager, SSL/SASL
+listeners.
 """
 
 from __future__ import annotations
@@ -52,6 +61,9 @@ MAINTENANCE_INTERVAL_S = 5.0
 QUORUM_DIR_NAME = "quorum"
 """The quorum's journal lives in <first log dir>/quorum (no '-': not a partition dir)."""
 QUORUM_WAIT_LOG_INTERVAL_S = 10.0
+ADMIN_WAIT_S = 10.0
+"""How long CreateTopics / CreatePartitions / DeleteTopics wait for the controller's result."""
+ADMIN_POLL_S = 0.02
 
 
 class StartupError(Exception):
@@ -119,6 +131,9 @@ class Broker:
         self._producer_id_lock = trio.Lock()
         self.quorum_event_listeners: list[Callable[[Any], None]] = []
         """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
+        self.controller_service: Any = None
+        """`trafka.node.controller_service.ControllerService` once serving."""
+        self.fetchers: Any = None
 
     # ---- services used by handlers -----------------------------------------------------------
     @property
@@ -138,8 +153,75 @@ class Broker:
         return [self.brokers[b] for b in sorted(self.brokers)]
 
     def controller_id(self) -> int:
-        """The active controller; for the single-node slice, this node."""
-        return self.node_id
+        """The active controller: the broker id in `/controller` (-1 when there is none)."""
+        from trafka.node.controller_service import controller_id_in_tree
+
+        store = self.store
+        quorum = getattr(store, "quorum", None)
+        if quorum is None:
+            return self.node_id
+        return controller_id_in_tree(quorum)
+
+    def endpoint_for(self, broker_id: int) -> tuple[str, int] | None:
+        """host, port of a registered broker (from the local replica of the tree)."""
+        info = self.brokers.get(broker_id)
+        quorum = getattr(self.store, "quorum", None)
+        if quorum is not None:
+            from trafka.metadata_quorum.tree import NoNodeError
+
+            try:
+                raw, _ = quorum.get_local(znodes.broker_path(broker_id))
+                registration = znodes.BrokerRegistration.from_json(bytes(raw), broker_id)
+                if registration.endpoints:
+                    endpoint = registration.endpoints[0]
+                    return endpoint.host, endpoint.port
+            except (NoNodeError, znodes.ZNodeFormatError):
+                pass
+        return None if info is None else (info.host, info.port)
+
+    def update_metadata(
+        self,
+        live_brokers: list[BrokerInfo],
+        partitions: list[tuple[str, int, tuple[int, ...], int, int, tuple[int, ...]]],
+    ) -> list[str]:
+        """UpdateMetadata: the live brokers and partition states (topic, partition, replicas,
+        leader, leader_epoch, isr); leader -2 means the topic is being deleted. Returns the
+        topics this node does not know yet (the handler reads them from the tree)."""
+        if live_brokers:
+            self.brokers = {b.node_id: b for b in live_brokers}
+        unknown: list[str] = []
+        for topic, partition, replicas, leader, leader_epoch, isr in partitions:
+            if leader == -2:
+                self.topics.forget(topic)
+                continue
+            if self.topics.get(topic) is None:
+                if topic not in unknown:
+                    unknown.append(topic)
+                continue
+            self.topics.apply_partition_state(
+                topic,
+                partition,
+                replicas=replicas,
+                leader=leader,
+                leader_epoch=leader_epoch,
+                isr=isr,
+            )
+        return unknown
+
+    async def _wait_for(self, condition: Callable[[], bool]) -> bool:
+        with trio.move_on_after(ADMIN_WAIT_S):
+            while not condition():
+                await trio.sleep(ADMIN_POLL_S)
+            return True
+        return False
+
+    def _has_leaders(self, name: str, partitions: int | None = None) -> bool:
+        state = self.topics.get(name)
+        if state is None:
+            return False
+        if partitions is not None and len(state.partitions) < partitions:
+            return False
+        return all(p.leader >= 0 for p in state.partitions.values())
 
     async def create_topic(
         self,
@@ -171,10 +253,8 @@ class Broker:
                 dict(configs),
             )
         state = await self.topics.create(name, plan, configs)
-        for partition in state.partitions:
-            if state.partitions[partition].leader == self.node_id:
-                self.replica_manager.get_or_create_log(name, partition)
-        return state
+        await self._wait_for(lambda: self._has_leaders(name))
+        return self.topics.get(name) or state
 
     async def add_partitions(
         self,
@@ -199,10 +279,8 @@ class Broker:
                 )
             return state
         state = await self.topics.add_partitions(name, count, assignments)
-        for partition, partition_state in state.partitions.items():
-            if partition_state.leader == self.node_id:
-                self.replica_manager.get_or_create_log(name, partition)
-        return state
+        await self._wait_for(lambda: self._has_leaders(name, count))
+        return self.topics.get(name) or state
 
     async def auto_create_topic(self, name: str) -> TopicState | None:
         """Metadata auto-creation (auto.create.topics.enable); None when disabled."""
@@ -216,10 +294,13 @@ class Broker:
     async def delete_topic(self, name: str) -> None:
         if not self.config.get_bool("delete.topic.enable"):
             raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        state = await self.topics.delete(name)
-        await trio.to_thread.run_sync(
-            self.replica_manager.delete_partition_logs, name, list(state.partitions)
-        )
+        await self.topics.delete(name)
+        quorum = getattr(self.store, "quorum", None)
+        if quorum is None:
+            return
+        # The controller removes the topic once every replica deleted its logs (CTL-29).
+        await self._wait_for(lambda: quorum.exists_local(znodes.topic_path(name)) is None)
+        self.topics.forget(name)
 
     async def allocate_producer_id(self) -> int:
         """A cluster-unique producer id from blocks of 1000 in /latest_producer_id_block."""
@@ -617,20 +698,62 @@ class Broker:
             live_brokers=self.live_broker_ids,
             validate_configs=self.validate_topic_configs,
             rng=self._rng,
+            via_controller=True,
         )
         await self._topics.load()
         self.log_manager = await trio.to_thread.run_sync(self._open_logs)
+        from trafka.node.controller.machine import ControllerConfig
+        from trafka.node.controller_service import ControllerService
+        from trafka.node.replica_fetcher import ReplicaFetchers
+
+        quorum = getattr(store, "quorum", None)
         self._replica_manager = ReplicaManager(
             node_id=self.node_id,
             topics=self._topics,
             log_manager=self.log_manager,
             log_config_for=self.log_config_for,
+            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+            quorum=quorum,
         )
+        self.fetchers = ReplicaFetchers(
+            node_id=self.node_id,
+            replica_manager=self._replica_manager,
+            endpoint_for=self.endpoint_for,
+            fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
+            fetch_max_bytes=self.config.get_int("replica.fetch.max.bytes"),
+            backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
+        )
+        self._replica_manager.fetchers = self.fetchers
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._maintenance_loop)
+            nursery.start_soon(self._replica_manager.run)
+            nursery.start_soon(self.fetchers.run)
             # Registered before the listener opens: a client's first Metadata must list us.
             await self._register(store)
             await self._start_server(nursery)
+            if quorum is not None:
+                service = ControllerService(
+                    node_id=self.node_id,
+                    quorum=quorum,
+                    config=ControllerConfig(
+                        unclean_leader_election_enable=self.config.get_bool(
+                            "unclean.leader.election.enable"
+                        ),
+                        auto_leader_rebalance_enable=self.config.get_bool(
+                            "auto.leader.rebalance.enable"
+                        ),
+                        leader_imbalance_per_broker_percentage=self.config.get_int(
+                            "leader.imbalance.per.broker.percentage"
+                        ),
+                        leader_imbalance_check_interval_seconds=self.config.get_int(
+                            "leader.imbalance.check.interval.seconds"
+                        ),
+                        delete_topic_enable=self.config.get_bool("delete.topic.enable"),
+                    ),
+                )
+                self.controller_service = service
+                self.quorum_event_listeners.append(lambda _event: service.wake())
+                nursery.start_soon(service.run)
             log.info(
                 "node %d serving on %s (cluster %s)",
                 self.node_id,

@@ -1,9 +1,26 @@
-"""The replica manager of a node: partition logs this broker leads, append and read paths.
+"""The replica manager of a node: leader and follower replicas, append and read paths.
 
-Single-node slice (issue 3): every partition whose leader is this broker has a local
-`PartitionLog` (created on first use through the `LogManager`); the high watermark is the
-log end offset because the ISR is this broker alone. Issue 5 adds followers, fetchers, ISR
-and the acks=all purgatory on top of the same three entry points the handlers call:
+Roles come from the controller's LeaderAndIsr (issue 5, SEEDS §3): `apply_leader_and_isr`
+fences stale controller epochs (STALE_CONTROLLER_EPOCH) and not-newer leader epochs
+(`replication.fencing`), then makes each partition a leader (a
+`replication.leader.PartitionLeaderState`: remote LEOs, HW, ISR) or a follower (a
+`replication.follower.PartitionFollowerState` driven by `replica_fetcher.ReplicaFetchers`:
+OffsetForLeaderEpoch truncation first, then Fetch with this broker's replica id).
+
+* The leader's HW moves on the seeds' four triggers (become leader, committed ISR shrink,
+  append, follower fetch) and is copied into the log (so consumers, ListOffsets and the HW
+  checkpoint `replication-offset-checkpoint` see it).
+* ISR changes (`IsrWrite`) are executed by one task as one quorum multi: the conditional set
+  of the partition state plus a sequential `/isr_change_notification` child
+  (`controller.tree_ops.isr_write_ops`); the shrink check runs every
+  `replica.lag.time.max.ms / 2`.
+* acks=all: NOT_ENOUGH_REPLICAS before the append when the ISR is below
+  `min.insync.replicas`; afterwards the produce is parked (the produce purgatory: one
+  `trio.Event` replaced on every HW move) until `acks_all_outcome` decides: success,
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (epoch changed) or
+  REQUEST_TIMED_OUT at the request's timeout.
+
+The entry points the handlers call:
 
 * `append(topic, partition, records, required_acks=, timeout_ms=)` -> `AppendResult`
 * `read(topic, partition, fetch_offset, max_bytes=, isolation_level=, ...)` -> `ReadResult`
@@ -14,10 +31,14 @@ every successful append, so parked fetches wake and re-read.
 
 Log errors become Kafka error codes here (trafka.log.errors -> ErrorCode), never exceptions
 escaping to the connection.
+
+Not implemented: the delayed-fetch purgatory keyed by partition (one wake-up event for all
+parked fetches), replication throttles, fetch sessions between brokers.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +49,21 @@ from kio.schema.errors import ErrorCode
 
 from trafka.log import errors as log_errors
 from trafka.net.framing import Chunk, FileRegion
+from trafka.node.replication.fencing import ControllerEpochFence, Role, leader_and_isr_role
+from trafka.node.replication.follower import PartitionFollowerState
+from trafka.node.replication.ids import (
+    BrokerId,
+    ControllerEpoch,
+    LeaderEpoch,
+    Offset,
+    TopicPartition,
+    ZkVersion,
+)
+from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
 from trafka.node.topics import TopicManager
+
+log_ = logging.getLogger("trafka.node.replica_manager")
+ISR_WRITE_QUEUE_MAX = 10_000
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -54,6 +89,20 @@ class ReadResult:
     records: tuple[Chunk, ...] = ()
     """Whole batches: file regions (sendfile) or bytes."""
     size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateUpdate:
+    """One LeaderAndIsr partition state, as the handler decoded it."""
+
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +150,8 @@ class ReplicaManager:
         log_manager: Any,
         log_config_for: Callable[[str], Any],
         now_ms: Callable[[], int] | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+        quorum: Any = None,
     ) -> None:
         self._node_id = node_id
         self._topics = topics
@@ -108,6 +159,175 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._append_event = trio.Event()
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.quorum = quorum
+        self.fence = ControllerEpochFence()
+        self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
+        self.followers: dict[TopicPartition, PartitionFollowerState] = {}
+        self.leader_epochs: dict[TopicPartition, int] = {}
+        self.fetchers: Any = None
+        """`replica_fetcher.ReplicaFetchers`, set by the broker."""
+        self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
+
+    # ---- roles (LeaderAndIsr / StopReplica) -----------------------------------------------------
+    def apply_leader_and_isr(
+        self, updates: list[PartitionStateUpdate]
+    ) -> dict[tuple[str, int], int]:
+        """Become leader or follower per partition (Kafka's becomeLeaderOrFollower);
+        returns per-partition error codes. The controller epoch was admitted already."""
+        errors: dict[tuple[str, int], int] = {}
+        now_ms = self._now_ms()
+        for update in updates:
+            tp = TopicPartition(update.topic, update.partition)
+            if self._node_id not in update.replicas:
+                errors[(update.topic, update.partition)] = int(ErrorCode.none)
+                continue
+            decision = leader_and_isr_role(
+                BrokerId(self._node_id),
+                BrokerId(update.leader),
+                LeaderEpoch(update.leader_epoch),
+                None if tp not in self.leader_epochs else LeaderEpoch(self.leader_epochs[tp]),
+            )
+            self._topics.apply_partition_state(
+                update.topic,
+                update.partition,
+                replicas=update.replicas,
+                leader=update.leader,
+                leader_epoch=update.leader_epoch,
+                isr=update.isr,
+            )
+            if decision.role is Role.IGNORE:
+                errors[(update.topic, update.partition)] = int(decision.error)
+                continue
+            self.leader_epochs[tp] = update.leader_epoch
+            log = self.get_or_create_log(update.topic, update.partition)
+            if decision.role is Role.LEADER:
+                self.followers.pop(tp, None)
+                if self.fetchers is not None:
+                    self.fetchers.remove(tp)
+                self.leaders[tp] = PartitionLeaderState.become_leader(
+                    tp,
+                    BrokerId(self._node_id),
+                    leader_epoch=LeaderEpoch(update.leader_epoch),
+                    controller_epoch=ControllerEpoch(update.controller_epoch),
+                    replicas=tuple(BrokerId(r) for r in update.replicas),
+                    isr=tuple(BrokerId(r) for r in update.isr),
+                    zk_version=ZkVersion(update.zk_version),
+                    log_end_offset=Offset(int(log.log_end_offset)),
+                    high_watermark=Offset(int(log.high_watermark)),
+                    now_ms=now_ms,
+                    replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                    min_insync_replicas=self._min_insync_replicas(update.topic),
+                )
+                self._high_watermark_moved(tp)
+            else:
+                self.leaders.pop(tp, None)
+                self.followers[tp] = PartitionFollowerState.become_follower(
+                    tp, BrokerId(update.leader), LeaderEpoch(update.leader_epoch)
+                )
+                if self.fetchers is not None:
+                    self.fetchers.add(tp, update.leader)
+            errors[(update.topic, update.partition)] = int(ErrorCode.none)
+        self._wake_fetches()
+        return errors
+
+    def stop_replicas(self, partitions: list[tuple[str, int]], *, delete: bool) -> None:
+        """StopReplica: stop leading/following; with `delete`, remove the logs."""
+        for topic, partition in partitions:
+            tp = TopicPartition(topic, partition)
+            self.leaders.pop(tp, None)
+            self.followers.pop(tp, None)
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            if delete:
+                self.leader_epochs.pop(tp, None)
+                self._log_manager.delete(topic, partition)
+        self._wake_fetches()
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        try:
+            return int(self._log_config_for(topic).min_insync_replicas)
+        except Exception:
+            return 1
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        state = self.leaders.get(tp)
+        log = self._log_manager.get(tp.topic, tp.partition)
+        if state is not None and log is not None:
+            log.update_high_watermark(int(state.high_watermark))
+        self._wake_fetches()
+
+    def follower_fetched(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> None:
+        """A follower's Fetch (trigger 4): its LEO, maybe an ISR expansion, maybe the HW."""
+        tp = TopicPartition(topic, partition)
+        state = self.leaders.get(tp)
+        if state is None:
+            return
+        outcome = state.on_follower_fetch(
+            BrokerId(replica_id), Offset(fetch_offset), self._now_ms()
+        )
+        if outcome.isr_write is not None:
+            self._queue_isr_write(outcome.isr_write)
+        if outcome.high_watermark_advanced:
+            self._high_watermark_moved(tp)
+
+    def _queue_isr_write(self, write: IsrWrite) -> None:
+        try:
+            self._isr_send.send_nowait(write)
+        except trio.WouldBlock:
+            state = self.leaders.get(write.tp)
+            if state is not None:
+                state.on_isr_write_result(False, ZkVersion(-1), self._now_ms())
+
+    async def run(self) -> None:
+        """The ISR shrink check and the ISR writer (started by the broker)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._isr_writer)
+            while True:
+                await trio.sleep(max(0.05, self.replica_lag_time_max_ms / 2000))
+                now_ms = self._now_ms()
+                for state in list(self.leaders.values()):
+                    write = state.maybe_shrink_isr(now_ms)
+                    if write is not None:
+                        self._queue_isr_write(write)
+
+    async def _isr_writer(self) -> None:
+        from trafka.metadata_quorum.tree import ZooKeeperError
+        from trafka.node.controller import tree_ops
+        from trafka.node.controller_service import _ClientView
+
+        async for write in self._isr_receive:
+            succeeded, version = False, ZkVersion(-1)
+            if self.quorum is not None:
+                try:
+                    ops = tree_ops.to_multi_ops(
+                        tree_ops.isr_write_ops(write), _ClientView(self.quorum)
+                    )
+                    results = await self.quorum.multi(list(ops))
+                    version = ZkVersion(int(results[0].stat.version))
+                    succeeded = True
+                except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
+                    log_.info("ISR write for %s failed: %s", write.tp, error)
+            state = self.leaders.get(write.tp)
+            if state is None or state.leader_epoch != write.leader_epoch:
+                continue
+            advanced = state.on_isr_write_result(succeeded, version, self._now_ms())
+            if succeeded:
+                log_.info("ISR of %s-%d is now %s", write.tp.topic, write.tp.partition, write.isr)
+                current = self._topics.partition(write.tp.topic, write.tp.partition)
+                if current is not None:
+                    self._topics.apply_partition_state(
+                        write.tp.topic,
+                        write.tp.partition,
+                        replicas=current.replicas,
+                        leader=current.leader,
+                        leader_epoch=current.leader_epoch,
+                        isr=tuple(write.isr),
+                    )
+            if advanced:
+                self._high_watermark_moved(write.tp)
 
     # ---- plumbing -----------------------------------------------------------------------------
     def append_waiter(self) -> trio.Event:
@@ -120,13 +340,13 @@ class ReplicaManager:
 
     def _leader_log(self, topic: str, partition: int) -> tuple[int, Any, int]:
         """(error_code, log or None, leader_epoch)."""
+        leader = self.leaders.get(TopicPartition(topic, partition))
+        if leader is not None:
+            return 0, self.get_or_create_log(topic, partition), int(leader.leader_epoch)
         state = self._topics.partition(topic, partition)
         if state is None:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
-        if state.leader != self._node_id:
-            return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
-        log = self.get_or_create_log(topic, partition)
-        return 0, log, state.leader_epoch
+        return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
 
     def get_or_create_log(self, topic: str, partition: int) -> Any:
         log = self._log_manager.get(topic, partition)
@@ -156,21 +376,51 @@ class ReplicaManager:
             return AppendResult(error_code)
         if not records:
             return AppendResult(int(ErrorCode.corrupt_message), error_message="empty record set")
+        tp = TopicPartition(topic, partition)
+        leader = self.leaders[tp]
+        leader.min_insync_replicas = self._min_insync_replicas(topic)
+        before = leader.check_before_append(required_acks)
+        if before is not ErrorCode.none:
+            return AppendResult(
+                int(before),
+                error_message=f"The size of the current ISR {set(leader.isr)} is insufficient "
+                f"to satisfy the min.isr requirement of {leader.min_insync_replicas}",
+            )
         try:
             info = log.append_as_leader(records, leader_epoch=leader_epoch, now_ms=self._now_ms())
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
             code, message = _error_for(error)
             return AppendResult(code, log_start_offset=log.log_start_offset, error_message=message)
         if not info.duplicate:
-            # Single-node slice: the ISR is this broker, so HW = LEO (issue 5 replaces this).
-            log.update_high_watermark(log.log_end_offset)
-            self._wake_fetches()
+            leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
+            self._high_watermark_moved(tp)
+        if required_acks == -1:
+            outcome = await self._wait_for_replication(
+                tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
+            )
+            if outcome is not ErrorCode.none:
+                return AppendResult(int(outcome), log_start_offset=int(log.log_start_offset))
         return AppendResult(
             0,
             base_offset=int(info.first_offset),
             log_append_time_ms=int(info.log_append_time_ms),
             log_start_offset=int(log.log_start_offset),
         )
+
+    async def _wait_for_replication(
+        self, tp: TopicPartition, leader_epoch: LeaderEpoch, required: Offset, timeout_ms: int
+    ) -> ErrorCode:
+        """The produce purgatory (REP-30): park until the HW passes `required`."""
+        deadline_ms = self._now_ms() + max(0, timeout_ms)
+        while True:
+            waiter = self._append_event
+            outcome = acks_all_outcome(
+                self.leaders.get(tp), leader_epoch, required, self._now_ms(), deadline_ms
+            )
+            if outcome is not None:
+                return outcome
+            with trio.move_on_after(max(0.0, (deadline_ms - self._now_ms()) / 1000) + 0.001):
+                await waiter.wait()
 
     # ---- fetch --------------------------------------------------------------------------------
     def read(
@@ -183,6 +433,7 @@ class ReplicaManager:
         isolation_level: int,
         current_leader_epoch: int = -1,
         min_one_batch: bool = True,
+        replica_id: int = -1,
     ) -> ReadResult:
         error_code, log, leader_epoch = self._leader_log(topic, partition)
         if log is None:
@@ -194,10 +445,14 @@ class ReplicaManager:
                 else ErrorCode.unknown_leader_epoch
             )
             return ReadResult(int(code))
+        if replica_id >= 0:
+            self.follower_fetched(topic, partition, replica_id, fetch_offset)
         high_watermark = int(log.high_watermark)
         log_start_offset = int(log.log_start_offset)
         last_stable_offset = int(getattr(log, "last_stable_offset", high_watermark))
         upper = last_stable_offset if isolation_level == READ_COMMITTED else high_watermark
+        if replica_id >= 0:
+            upper = int(log.log_end_offset)  # followers replicate up to the LEO (REP-11)
         if fetch_offset < log_start_offset or fetch_offset > int(log.log_end_offset):
             return ReadResult(
                 int(ErrorCode.offset_out_of_range),

@@ -12,13 +12,16 @@ The znode layouts are Kafka's (ZkData.scala):
 (the tree is persisted by the quorum). Admin writes (create, delete, add partitions, alter
 configs) validate with Kafka's rules and error codes, write the tree, then update the cache.
 
-Single-node slice (issue 3): `assign_replicas` and `initial_partition_state` pick the replicas
-and the first leader directly from the live brokers (Kafka's round-robin assignment,
-AdminUtils.assignReplicasToBrokers without racks). The controller (issue 5) moves leader
-decisions into `trafka.node.controller`; these two functions are the only place to change.
+Leaders go through the controller (issue 5): `create` writes the config and then only the
+assignment `/brokers/topics/<t>` (the controller's TopicChange creates the partition states
+and elects leaders, CTL-25); `add_partitions` rewrites the assignment (PartitionModifications,
+CTL-26); `delete` creates `/admin/delete_topics/<t>` (the controller's TopicDeletionManager
+does the rest, CTL-27..30). The cache is kept current by the controller's LeaderAndIsr and
+UpdateMetadata (`apply_partition_state`, `forget`) and by re-reading the tree for topics this
+node has not seen yet (`refresh_topic`). `assign_replicas` is Kafka's round-robin assignment
+(AdminUtils.assignReplicasToBrokers without racks).
 
-Not implemented here: rack-aware assignment, topic deletion states (the topic is removed from
-the tree and its logs deleted at once), reassignment.
+Not implemented here: rack-aware assignment (the controller's `assignment.py` has it).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
-from trafka.node.metadata_store import MetadataStore
+from trafka.node.metadata_store import MetadataStore, NodeExists
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -174,7 +177,13 @@ class TopicManager:
         live_brokers: Callable[[], list[int]],
         validate_configs: ConfigValidator,
         rng: random.Random | None = None,
+        via_controller: bool = False,
     ) -> None:
+        """`via_controller`: the broker's mode (assignment only; the controller creates the
+        partition states and deletes topics). Without it (a manager on its own, e.g. over the
+        in-process `FileMetadataStore`), partition states are written here directly with
+        `initial_partition_state` and deletion removes the nodes at once."""
+        self._via_controller = via_controller
         self._store = store
         self._node_id = node_id
         self._live_brokers = live_brokers
@@ -327,8 +336,40 @@ class TopicManager:
     async def create(
         self, name: str, assignment: Mapping[int, Sequence[int]], configs: Mapping[str, str]
     ) -> TopicState:
-        """One atomic write: the config, the assignment and every partition state."""
+        """The config first, then the assignment; the controller creates the partition
+        states and elects the leaders (CTL-25)."""
         topic_id = _random_topic_id(self._rng)
+        if not self._via_controller:
+            return await self._create_directly(name, topic_id, assignment, configs)
+        if configs:
+            await self._store.put(
+                znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
+            )
+        try:
+            await self._store.create_all(
+                [(znodes.topic_path(name), self._assignment_json(topic_id, assignment))]
+            )
+        except NodeExists:  # another node created it first
+            await self.refresh_topic(name)
+            raise TopicError(
+                ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
+            ) from None
+        states = {
+            p: PartitionState(p, tuple(replicas), -1, 0, ()) for p, replicas in assignment.items()
+        }
+        topic = TopicState(name, topic_id, states, dict(configs))
+        self.topics[name] = topic
+        self._notify(name)
+        return topic
+
+    async def _create_directly(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+    ) -> TopicState:
+        """One atomic write: the assignment and every partition state (no controller)."""
         live = self._live_brokers()
         states = {
             p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
@@ -359,11 +400,42 @@ class TopicManager:
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-        await self._store.delete_recursive(znodes.topic_path(name))
-        await self._store.delete_recursive(znodes.topic_config_path(name))
-        del self.topics[name]
-        self._notify(name)
+        if not self._via_controller:
+            await self._store.delete_recursive(znodes.topic_path(name))
+            await self._store.delete_recursive(znodes.topic_config_path(name))
+            del self.topics[name]
+            self._notify(name)
+            return state
+        try:
+            await self._store.create(znodes.delete_topic_path(name), b"")
+        except NodeExists:
+            pass  # already being deleted
         return state
+
+    def apply_partition_state(
+        self,
+        name: str,
+        partition: int,
+        *,
+        replicas: Sequence[int],
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+    ) -> None:
+        """The controller's view of one partition (LeaderAndIsr / UpdateMetadata)."""
+        state = self.topics.get(name)
+        if state is None:
+            return
+        partitions = dict(state.partitions)
+        partitions[partition] = PartitionState(
+            partition, tuple(replicas), leader, leader_epoch, tuple(isr)
+        )
+        self.topics[name] = replace(state, partitions=partitions)
+
+    def forget(self, name: str) -> None:
+        """The topic is being deleted (UpdateMetadata with leader -2)."""
+        if self.topics.pop(name, None) is not None:
+            self._notify(name)
 
     async def add_partitions(
         self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
@@ -402,6 +474,9 @@ class TopicManager:
         partitions = dict(state.partitions)
         nodes: list[tuple[str, bytes]] = []
         for partition, replicas in new.items():
+            if self._via_controller:
+                partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
+                continue
             partitions[partition] = initial_partition_state(partition, replicas, live)
             nodes.append((znodes.partition_path(name, partition), b""))
             nodes.append(
@@ -410,7 +485,8 @@ class TopicManager:
                     self._state_json(partitions[partition]),
                 )
             )
-        await self._store.create_all(nodes)
+        if nodes:
+            await self._store.create_all(nodes)
         all_replicas = {p: list(s.replicas) for p, s in partitions.items()}
         await self._store.put(
             znodes.topic_path(name), self._assignment_json(state.topic_id, all_replicas)

@@ -23,9 +23,11 @@ error Kafka gives for an evicted session, after which clients start over with a 
 The response is encoded by `trafka.net.fetch_encoding` with the records as segment file
 regions, which the server sends with `os.sendfile` (no copy through Python).
 
-Not implemented: incremental fetch sessions themselves, follower fetching (replica_id >= 0 is
-served like a consumer until the replica manager of issue 5 takes over), topic ids in
-requests (v13+ is not advertised), preferred read replicas.
+Followers (replica_id >= 0, issue 5) read up to the log end offset and report their fetch
+offset to the leader's replica bookkeeping (HW, ISR expansion).
+
+Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
+advertised), preferred read replicas.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
     isolation_level = int(getattr(request, "isolation_level", 0))
+    replica_id = int(getattr(request, "replica_id", -1))
     wanted = [
         (
             _topic_name(ctx, topic),
@@ -85,7 +88,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         waiter = broker.replica_manager.append_waiter()
-        reads = _read_all(ctx, wanted, max_bytes, isolation_level)
+        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
         total = sum(_size(r) for r in reads)
         has_error = any(r.error_code != 0 for r in reads)
         if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
@@ -136,6 +139,7 @@ def _read_all(
     wanted: list[tuple[str, int, int, int, int]],
     max_bytes: int,
     isolation_level: int,
+    replica_id: int = -1,
 ) -> list[ReadResult]:
     replica_manager = ctx.broker.replica_manager
     remaining = max_bytes
@@ -151,6 +155,7 @@ def _read_all(
             isolation_level=isolation_level,
             current_leader_epoch=leader_epoch,
             min_one_batch=first_data,
+            replica_id=replica_id,
         )
         if result.size > 0:
             first_data = False

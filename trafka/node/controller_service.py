@@ -1,0 +1,733 @@
+"""The controller's shell: election, tree-change detection, multis, the broker channels.
+
+The pure controller (`trafka.node.controller.machine.Controller`, docs/controller.md) decides;
+this module performs, following its contract (`trafka.node.controller.effects`):
+
+* **Election** (CTL-03, ZK-05): every node tries to create the ephemeral `/controller`
+  (`{"version":1,"brokerid":N,"timestamp":..}`); the winner reads a `TreeSnapshot` and feeds
+  `ControllerFailover`, whose first write is the conditional bump of `/controller_epoch`
+  (KR-04). When `/controller` disappears (the winner's quorum session expired or it stopped),
+  every node races again; a node whose `/controller` is gone or not its own feeds
+  `ControllerResign`.
+* **Events, one at a time** (CTL-10): one task owns the `Controller`. Watches are one-shot
+  and the node has a single quorum event stream, so instead of routing individual watch
+  notifications this shell re-reads the watched paths (KR-06: "re-read after the
+  notification") whenever any watch fires and at least every `POLL_INTERVAL_S`, and feeds an
+  event for every path whose contents changed: `BrokerChange` (children of `/brokers/ids`,
+  with each registration's czxid as broker epoch), `TopicChange` / `PartitionModifications`
+  (`/brokers/topics`), `TopicDeletion` (`/admin/delete_topics`), `PartitionReassignment`
+  (`/admin/reassign_partitions`), `PreferredReplicaElection`
+  (`/admin/preferred_replica_election`), `IsrChangeNotification` (`/isr_change_notification`).
+  Events from requests (ControlledShutdown, StopReplica answers, ElectLeaders) and timers
+  arrive on a bounded channel and are handled between polls.
+* **Writes**: `step.writes` -> `tree_ops.to_multis` -> the quorum's `multi`, in order; a failed
+  multi feeds `WritesFailed(fresh snapshot)` before anything else.
+* **Requests** (CTL-11, D8): one `BrokerChannel` per live broker: a bounded queue and one task
+  with one `KafkaConnection`, sending LeaderAndIsr v4, UpdateMetadata v6, StopReplica v2, each
+  carrying the controller id and epoch. A request that cannot be delivered is retried on a
+  new connection while the broker stays registered (a lost request only delays: brokers also
+  re-learn on the next request).
+
+Not implemented: per-watch routing (every change is found by the re-read), controller-side
+bounds on repeatedly conflicting multis beyond `MAX_CONSECUTIVE_FAILED_STEPS` (then the
+controller resigns and the election runs again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from trafka.metadata_quorum import znodes
+from trafka.net.client import ClientError, KafkaConnection
+from trafka.net.messages import leader_and_isr as lai
+from trafka.net.messages import stop_replica as sr
+from trafka.net.messages import update_metadata as um
+from trafka.node.controller import tree_ops
+from trafka.node.controller.effects import (
+    ControllerStep,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from trafka.node.controller.events import (
+    AutoPreferredReplicaLeaderElection,
+    BrokerChange,
+    ControllerEvent,
+    ControllerFailover,
+    ControllerResign,
+    IsrChangeNotification,
+    PartitionModifications,
+    PartitionReassignment,
+    PreferredReplicaElection,
+    StopReplicaResponse,
+    TopicChange,
+    TopicDeletion,
+    WritesFailed,
+)
+from trafka.node.controller.machine import Controller, ControllerConfig
+from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
+from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
+
+log = logging.getLogger("trafka.node.controller")
+
+POLL_INTERVAL_S = 0.1
+CHANNEL_QUEUE_MAX = 1_000
+EVENT_QUEUE_MAX = 1_000
+REQUEST_TIMEOUT_S = 10.0
+RECONNECT_BACKOFF_S = 0.2
+MAX_CONSECUTIVE_FAILED_STEPS = 20
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _ClientView:
+    """`tree_ops.TreeView` over the local replica (client paths)."""
+
+    def __init__(self, quorum: Any) -> None:
+        self._quorum = quorum
+
+    def exists(self, path: str) -> object | None:
+        stat: object | None = self._quorum.exists_local(path)
+        return stat
+
+    def children(self, path: str) -> list[str]:
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            return list(self._quorum.children_local(path))
+        except NoNodeError:
+            return []
+
+
+# ---- reading the tree ------------------------------------------------------------------------
+
+
+def _get(quorum: Any, path: str, *, watch: bool = False) -> tuple[bytes, Any] | None:
+    from trafka.metadata_quorum.tree import NoNodeError
+
+    try:
+        data, stat = quorum.get_local(path, watch=watch)
+    except NoNodeError:
+        if watch:
+            quorum.exists_local(path, watch=True)
+        return None
+    return bytes(data), stat
+
+
+def _children(quorum: Any, path: str, *, watch: bool = False) -> list[str]:
+    from trafka.metadata_quorum.tree import NoNodeError
+
+    try:
+        return sorted(quorum.children_local(path, watch=watch))
+    except NoNodeError:
+        if watch:
+            quorum.exists_local(path, watch=True)
+        return []
+
+
+def read_brokers(quorum: Any, *, watch: bool = False) -> tuple[BrokerInfo, ...]:
+    brokers = []
+    for child in _children(quorum, znodes.BROKER_IDS, watch=watch):
+        found = _get(quorum, znodes.broker_path(int(child)) if child.isdigit() else "/-")
+        if found is None:
+            continue
+        try:
+            registration = znodes.BrokerRegistration.from_json(found[0], int(child))
+        except znodes.ZNodeFormatError:
+            continue
+        brokers.append(BrokerInfo.from_registration(registration, found[1].czxid))
+    return tuple(brokers)
+
+
+def read_topics(
+    quorum: Any, *, watch: bool = False
+) -> dict[str, Versioned[znodes.TopicAssignment]]:
+    topics = {}
+    for name in _children(quorum, znodes.BROKER_TOPICS, watch=watch):
+        found = _get(quorum, znodes.topic_path(name))
+        if found is None:
+            continue
+        try:
+            topics[name] = Versioned(
+                znodes.TopicAssignment.from_json(found[0]), ZkVersion(found[1].version)
+            )
+        except znodes.ZNodeFormatError:
+            continue
+    return topics
+
+
+def read_partition_state(
+    quorum: Any, tp: TopicPartition
+) -> Versioned[znodes.PartitionState] | None:
+    found = _get(quorum, znodes.partition_state_path(tp.topic, tp.partition))
+    if found is None or not found[0]:
+        return None
+    try:
+        return Versioned(znodes.PartitionState.from_json(found[0]), ZkVersion(found[1].version))
+    except znodes.ZNodeFormatError:
+        return None
+
+
+def read_reassignment(
+    quorum: Any, *, watch: bool = False
+) -> Versioned[znodes.ReassignPartitions] | None:
+    found = _get(quorum, znodes.REASSIGN_PARTITIONS, watch=watch)
+    if found is None or not found[0]:
+        return None
+    try:
+        return Versioned(znodes.ReassignPartitions.from_json(found[0]), ZkVersion(found[1].version))
+    except znodes.ZNodeFormatError:
+        return None
+
+
+def read_preferred(quorum: Any, *, watch: bool = False) -> znodes.PreferredReplicaElection | None:
+    found = _get(quorum, znodes.PREFERRED_REPLICA_ELECTION, watch=watch)
+    if found is None or not found[0]:
+        return None
+    try:
+        return znodes.PreferredReplicaElection.from_json(found[0])
+    except znodes.ZNodeFormatError:
+        return None
+
+
+def read_snapshot(quorum: Any) -> TreeSnapshot:
+    """What the controller reads at failover (CTL-44 step 7), from the local replica."""
+    found = _get(quorum, znodes.CONTROLLER_EPOCH)
+    epoch = None
+    if found is not None:
+        epoch = Versioned(znodes.ControllerEpoch.from_json(found[0]), ZkVersion(found[1].version))
+    topics = read_topics(quorum)
+    states = {}
+    for name, assignment in topics.items():
+        for partition in assignment.data.partitions:
+            tp = TopicPartition(name, partition)
+            state = read_partition_state(quorum, tp)
+            if state is not None:
+                states[tp] = state
+    return TreeSnapshot(
+        controller_epoch=epoch,
+        brokers=read_brokers(quorum),
+        topics=topics,
+        partition_states=states,
+        reassignment=read_reassignment(quorum),
+        preferred_election=read_preferred(quorum),
+        topics_to_delete=tuple(_children(quorum, znodes.DELETE_TOPICS)),
+        isr_change_notifications=tuple(_children(quorum, znodes.ISR_CHANGE_NOTIFICATION)),
+    )
+
+
+def controller_id_in_tree(quorum: Any) -> int:
+    """The broker id in `/controller`, -1 when there is none."""
+    found = _get(quorum, znodes.CONTROLLER)
+    if found is None:
+        return -1
+    try:
+        return znodes.ControllerRegistration.from_json(found[0]).broker_id
+    except znodes.ZNodeFormatError:
+        return -1
+
+
+# ---- encoding the controller's requests ------------------------------------------------------
+
+
+def _endpoint(info: BrokerInfo) -> tuple[str, int] | None:
+    for text in info.endpoints:
+        _, _, rest = text.partition("://")
+        host, _, port = rest.rpartition(":")
+        if host and port.isdigit():
+            return host.strip("[]"), int(port)
+    return None
+
+
+def _b(broker_id: int) -> Any:
+    from kio.schema.types import BrokerId as KioBrokerId
+
+    return KioBrokerId(int(broker_id))
+
+
+def _bs(broker_ids: tuple[BrokerId, ...]) -> tuple[Any, ...]:
+    return tuple(_b(b) for b in broker_ids)
+
+
+def encode_request(request: Any) -> Any:
+    """effects.* request -> the declared wire message (LeaderAndIsr v4, UpdateMetadata v6,
+    StopReplica v2)."""
+    from kio.static.primitive import i32, i64
+
+    if isinstance(request, LeaderAndIsrRequest):
+        by_topic: dict[str, list[Any]] = {}
+        for s in request.partition_states:
+            by_topic.setdefault(s.tp.topic, []).append(
+                lai.LeaderAndIsrPartitionStateV4(
+                    partition_index=i32(s.tp.partition),
+                    controller_epoch=i32(s.controller_epoch),
+                    leader=_b(s.leader),
+                    leader_epoch=i32(s.leader_epoch),
+                    isr=_bs(s.isr),
+                    zk_version=i32(s.zk_version),
+                    replicas=_bs(s.replicas),
+                    is_new=s.is_new,
+                )
+            )
+        leaders = []
+        for info in request.live_leaders:
+            endpoint = _endpoint(info)
+            if endpoint is not None:
+                leaders.append(
+                    lai.LeaderAndIsrLiveLeaderV4(
+                        broker_id=_b(info.broker_id), host_name=endpoint[0], port=i32(endpoint[1])
+                    )
+                )
+        return lai.LeaderAndIsrRequestV4(
+            controller_id=_b(request.controller_id),
+            controller_epoch=i32(request.controller_epoch),
+            broker_epoch=i64(request.broker_epoch),
+            topic_states=tuple(
+                lai.LeaderAndIsrTopicStateV4(topic_name=t, partition_states=tuple(p))  # type: ignore[arg-type]
+                for t, p in sorted(by_topic.items())
+            ),
+            live_leaders=tuple(leaders),
+        )
+    if isinstance(request, UpdateMetadataRequest):
+        um_topics: dict[str, list[Any]] = {}
+        for u in request.partition_states:
+            um_topics.setdefault(u.tp.topic, []).append(
+                um.UpdateMetadataPartitionStateV6(
+                    partition_index=i32(u.tp.partition),
+                    controller_epoch=i32(u.controller_epoch),
+                    leader=_b(u.leader),
+                    leader_epoch=i32(u.leader_epoch),
+                    isr=_bs(u.isr),
+                    zk_version=i32(u.zk_version),
+                    replicas=_bs(u.replicas),
+                    offline_replicas=_bs(u.offline_replicas),
+                )
+            )
+        brokers = []
+        for info in request.live_brokers:
+            endpoint = _endpoint(info)
+            if endpoint is None:
+                continue
+            brokers.append(
+                um.UpdateMetadataBrokerV6(
+                    id=_b(info.broker_id),
+                    endpoints=(
+                        um.UpdateMetadataEndpointV6(
+                            port=i32(endpoint[1]), host=endpoint[0], listener="PLAINTEXT"
+                        ),
+                    ),
+                    rack=info.rack,
+                )
+            )
+        return um.UpdateMetadataRequestV6(
+            controller_id=_b(request.controller_id),
+            controller_epoch=i32(request.controller_epoch),
+            broker_epoch=i64(request.broker_epoch),
+            topic_states=tuple(
+                um.UpdateMetadataTopicStateV6(topic_name=t, partition_states=tuple(p))  # type: ignore[arg-type]
+                for t, p in sorted(um_topics.items())
+            ),
+            live_brokers=tuple(brokers),
+        )
+    assert isinstance(request, StopReplicaRequest)
+    sr_topics: dict[str, list[int]] = {}
+    for tp in request.partitions:
+        sr_topics.setdefault(tp.topic, []).append(tp.partition)
+    return sr.StopReplicaRequestV2(
+        controller_id=_b(request.controller_id),
+        controller_epoch=i32(request.controller_epoch),
+        broker_epoch=i64(request.broker_epoch),
+        delete_partitions=request.delete_partitions,
+        topics=tuple(
+            sr.StopReplicaTopicV2(name=t, partition_indexes=tuple(i32(p) for p in ps))  # type: ignore[arg-type]
+            for t, ps in sorted(sr_topics.items())
+        ),
+    )
+
+
+class BrokerChannel:
+    """One broker's queue and sender task (ControllerChannelManager, CTL-11)."""
+
+    def __init__(self, service: ControllerService, info: BrokerInfo) -> None:
+        self.service = service
+        self.info = info
+        self.send_channel, self.receive_channel = trio.open_memory_channel[Any](CHANNEL_QUEUE_MAX)
+        self.cancel_scope = trio.CancelScope()
+
+    def enqueue(self, request: Any) -> None:
+        try:
+            self.send_channel.send_nowait(request)
+        except trio.WouldBlock:
+            log.warning(
+                "controller channel to broker %d full: request dropped", self.info.broker_id
+            )
+
+    async def run(self) -> None:
+        connection: KafkaConnection | None = None
+        with self.cancel_scope:
+            try:
+                async for request in self.receive_channel:
+                    while True:
+                        endpoint = _endpoint(self.info)
+                        if endpoint is None:
+                            break
+                        try:
+                            if connection is None or connection.closed:
+                                connection = await KafkaConnection.connect(
+                                    endpoint[0],
+                                    endpoint[1],
+                                    client_id=f"controller-{self.service.node_id}",
+                                    request_timeout_s=REQUEST_TIMEOUT_S,
+                                )
+                            response = await connection.request(encode_request(request))
+                        except (ClientError, OSError) as error:
+                            log.info(
+                                "controller -> broker %d: %s; retrying", self.info.broker_id, error
+                            )
+                            if connection is not None:
+                                await connection.close()
+                            connection = None
+                            await trio.sleep(RECONNECT_BACKOFF_S)
+                            continue
+                        self._answered(request, response)
+                        break
+            finally:
+                if connection is not None:
+                    await connection.close()
+
+    def _answered(self, request: Any, response: Any) -> None:
+        if not isinstance(request, StopReplicaRequest) or not request.delete_partitions:
+            return
+        errors: dict[TopicPartition, ErrorCode] = {
+            tp: ErrorCode(int(response.error_code)) for tp in request.partitions
+        }
+        for entry in response.partition_errors:
+            errors[TopicPartition(str(entry.topic_name), int(entry.partition_index))] = ErrorCode(
+                int(entry.error_code)
+            )
+        self.service.submit(StopReplicaResponse(self.info.broker_id, errors))
+
+
+@dataclass(slots=True)
+class _Seen:
+    """The last contents fed to the controller, per watched path."""
+
+    brokers: tuple[BrokerInfo, ...] | None = None
+    topics: Mapping[str, Versioned[znodes.TopicAssignment]] | None = None
+    deletions: tuple[str, ...] | None = None
+    reassignment: Versioned[znodes.ReassignPartitions] | bool | None = False
+    preferred: znodes.PreferredReplicaElection | bool | None = False
+    isr_changes: tuple[str, ...] | None = None
+
+
+class ControllerService:
+    """Runs the controller on this node when it wins `/controller` (see module docstring)."""
+
+    def __init__(self, *, node_id: int, quorum: Any, config: ControllerConfig) -> None:
+        self.node_id = node_id
+        self.quorum = quorum
+        self.config = config
+        self.controller: Controller | None = None
+        self.channels: dict[BrokerId, BrokerChannel] = {}
+        self._seen = _Seen()
+        self._send_events, self._receive_events = trio.open_memory_channel[Any](EVENT_QUEUE_MAX)
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._timer_scopes: list[trio.CancelScope] = []
+        self._failed_steps = 0
+        self.pending_answers: dict[BrokerId, list[trio.MemorySendChannel[Any]]] = {}
+
+    # ---- inputs from the rest of the node -----------------------------------------------------
+    @property
+    def is_active(self) -> bool:
+        return self.controller is not None and self.controller.is_active
+
+    @property
+    def epoch(self) -> int:
+        if self.controller is None or self.controller.epoch is None:
+            return -1
+        return int(self.controller.epoch)
+
+    def _active(self) -> bool:
+        return self.is_active
+
+    def submit(self, event: ControllerEvent) -> None:
+        """Queue an event from a request handler, a channel or a timer."""
+        try:
+            self._send_events.send_nowait(event)
+        except trio.WouldBlock:
+            log.warning("controller event queue full: %s dropped", type(event).__name__)
+        self.wake()
+
+    def wake(self) -> None:
+        """Any quorum watch fired: re-read soon."""
+        self._wake.set()
+
+    # ---- the one controller task --------------------------------------------------------------
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                while True:
+                    try:
+                        await self._tick()
+                    except Exception:
+                        log.exception("controller tick failed")
+                        await self._resign()
+                    with trio.move_on_after(POLL_INTERVAL_S):
+                        await self._wake.wait()
+                    self._wake = trio.Event()
+            finally:
+                await self._resign_quietly()
+                nursery.cancel_scope.cancel()
+
+    async def _tick(self) -> None:
+        holder = controller_id_in_tree(self.quorum)
+        if self.is_active and holder != self.node_id:
+            log.info("node %d: /controller is %d now: resigning", self.node_id, holder)
+            await self._resign()
+        if holder == -1:
+            await self._elect()
+            return
+        if not self.is_active:
+            _get(self.quorum, znodes.CONTROLLER, watch=True)
+            return
+        while True:
+            try:
+                event = self._receive_events.receive_nowait()
+            except trio.WouldBlock:
+                break
+            await self._process(event)
+            if not self._active():
+                return
+        for change in self._changes():
+            await self._process(change)
+            if not self._active():
+                return
+
+    async def _elect(self) -> None:
+        from trafka.metadata_quorum.tree import ZooKeeperError
+
+        registration = znodes.ControllerRegistration(self.node_id, _now_ms())
+        try:
+            await self.quorum.create(znodes.CONTROLLER, registration.to_json(), ephemeral=True)
+        except ZooKeeperError:
+            return  # somebody else won (or the quorum is unavailable): try again later
+        await self.quorum.sync()
+        self.controller = Controller(BrokerId(self.node_id), self.config)
+        self._seen = _Seen()
+        # Drain stale events of a previous term.
+        while True:
+            try:
+                self._receive_events.receive_nowait()
+            except trio.WouldBlock:
+                break
+        snapshot = read_snapshot(self.quorum)
+        self._remember_snapshot(snapshot)
+        self._sync_channels(snapshot.brokers)
+        await self._process(ControllerFailover(snapshot, _now_ms()))
+        if self.is_active:
+            log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
+
+    def _remember_snapshot(self, snapshot: TreeSnapshot) -> None:
+        self._seen.brokers = snapshot.brokers
+        self._seen.topics = snapshot.topics
+        self._seen.deletions = snapshot.topics_to_delete
+        self._seen.reassignment = snapshot.reassignment
+        self._seen.preferred = snapshot.preferred_election
+        self._seen.isr_changes = snapshot.isr_change_notifications
+
+    def _changes(self) -> list[ControllerEvent]:
+        """Re-read the watched paths; one event per changed path (re-arming the watches)."""
+        quorum = self.quorum
+        events: list[ControllerEvent] = []
+        brokers = read_brokers(quorum, watch=True)
+        if brokers != self._seen.brokers:
+            self._seen.brokers = brokers
+            self._sync_channels(brokers)
+            events.append(BrokerChange(brokers))
+        topics = read_topics(quorum, watch=True)
+        for name in topics:
+            _get(quorum, znodes.topic_path(name), watch=True)
+        previous = self._seen.topics or {}
+        if set(topics) != set(previous):
+            events.append(TopicChange(topics))
+        for name, assignment in topics.items():
+            if name in previous and previous[name] != assignment:
+                events.append(PartitionModifications(name, assignment))
+        self._seen.topics = topics
+        deletions = tuple(_children(quorum, znodes.DELETE_TOPICS, watch=True))
+        if deletions != self._seen.deletions:
+            self._seen.deletions = deletions
+            events.append(TopicDeletion(deletions))
+        reassignment = read_reassignment(quorum, watch=True)
+        if reassignment != self._seen.reassignment:
+            self._seen.reassignment = reassignment
+            events.append(PartitionReassignment(reassignment))
+        preferred = read_preferred(quorum, watch=True)
+        if preferred != self._seen.preferred:
+            self._seen.preferred = preferred
+            if preferred is not None:
+                events.append(
+                    PreferredReplicaElection(
+                        tuple(TopicPartition(p.topic, p.partition) for p in preferred.partitions)
+                    )
+                )
+        isr_changes = tuple(_children(quorum, znodes.ISR_CHANGE_NOTIFICATION, watch=True))
+        if isr_changes and isr_changes != self._seen.isr_changes:
+            self._seen.isr_changes = isr_changes
+            states: dict[TopicPartition, Versioned[znodes.PartitionState]] = {}
+            for child in isr_changes:
+                found = _get(quorum, f"{znodes.ISR_CHANGE_NOTIFICATION}/{child}")
+                if found is None:
+                    continue
+                try:
+                    notification = znodes.IsrChangeNotification.from_json(found[0])
+                except znodes.ZNodeFormatError:
+                    continue
+                for p in notification.partitions:
+                    tp = TopicPartition(p.topic, p.partition)
+                    state = read_partition_state(quorum, tp)
+                    if state is not None:
+                        states[tp] = state
+            events.append(IsrChangeNotification(isr_changes, states))
+        elif not isr_changes:
+            self._seen.isr_changes = isr_changes
+        return events
+
+    async def _process(self, event: ControllerEvent) -> None:
+        controller = self.controller
+        if controller is None:
+            return
+        step = controller.handle(event)
+        while True:
+            if await self._execute_writes(step):
+                self._failed_steps = 0
+                break
+            self._failed_steps += 1
+            if self._failed_steps > MAX_CONSECUTIVE_FAILED_STEPS:
+                log.warning("controller: %d failed steps in a row: resigning", self._failed_steps)
+                await self._resign()
+                return
+            snapshot = read_snapshot(self.quorum)
+            step = controller.handle(WritesFailed(snapshot))
+        self._perform(step)
+        if step.resigned or not controller.is_active:
+            await self._resign()
+
+    async def _execute_writes(self, step: ControllerStep) -> bool:
+        from trafka.metadata_quorum.tree import ZooKeeperError
+
+        if not step.writes:
+            return True
+        try:
+            multis = tree_ops.to_multis(step.writes, _ClientView(self.quorum))
+            for ops in multis:
+                await self.quorum.multi(list(ops))
+        except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
+            log.info("controller multi failed: %s", error)
+            await self.quorum.sync()
+            return False
+        return True
+
+    def _perform(self, step: ControllerStep) -> None:
+        for send in step.requests:
+            channel = self.channels.get(send.broker_id)
+            if channel is not None:
+                channel.enqueue(send.request)
+        for timer in step.timers:
+            self._arm_timer(timer.at_ms)
+        for answer in step.answers:
+            for waiter in self.pending_answers.pop(answer.broker_id, []):
+                try:
+                    waiter.send_nowait(answer)
+                except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+        if step.elections:
+            unclean = [r for r in step.elections if r.unclean]
+            log.info(
+                "controller %d: %d leader elections (%s%s)",
+                self.node_id,
+                len(step.elections),
+                ", ".join(
+                    f"{r.tp.topic}-{r.tp.partition}->{r.leader}@{r.leader_epoch}"
+                    for r in step.elections[:5]
+                ),
+                ", ..." if len(step.elections) > 5 else "",
+            )
+            for report in unclean:
+                log.warning(
+                    "UNCLEAN leader election: %s-%d leader %d epoch %d",
+                    report.tp.topic,
+                    report.tp.partition,
+                    report.leader,
+                    report.leader_epoch,
+                )
+
+    def _arm_timer(self, at_ms: int) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        self._timer_scopes.append(scope)
+
+        async def fire() -> None:
+            with scope:
+                await trio.sleep(max(0.0, (at_ms - _now_ms()) / 1000))
+                self.submit(AutoPreferredReplicaLeaderElection(_now_ms()))
+
+        self._nursery.start_soon(fire)
+
+    def _sync_channels(self, brokers: tuple[BrokerInfo, ...]) -> None:
+        assert self._nursery is not None
+        wanted = {b.broker_id: b for b in brokers}
+        for broker_id in list(self.channels):
+            channel = self.channels[broker_id]
+            if broker_id not in wanted or wanted[broker_id] != channel.info:
+                channel.cancel_scope.cancel()
+                del self.channels[broker_id]
+        for broker_id, info in wanted.items():
+            if broker_id not in self.channels:
+                channel = BrokerChannel(self, info)
+                self.channels[broker_id] = channel
+                self._nursery.start_soon(channel.run)
+
+    async def _resign(self) -> None:
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            controller.handle(ControllerResign())
+        self.controller = None
+        for channel in self.channels.values():
+            channel.cancel_scope.cancel()
+        self.channels.clear()
+        for scope in self._timer_scopes:
+            scope.cancel()
+        self._timer_scopes.clear()
+        self._seen = _Seen()
+        for waiters in self.pending_answers.values():
+            for waiter in waiters:
+                waiter.close()
+        self.pending_answers.clear()
+        # If /controller is still ours (e.g. too many failed steps), give it up.
+        if controller_id_in_tree(self.quorum) == self.node_id:
+            from trafka.metadata_quorum.tree import ZooKeeperError
+
+            try:
+                await self.quorum.delete(znodes.CONTROLLER)
+            except ZooKeeperError:
+                pass
+
+    async def _resign_quietly(self) -> None:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(2):
+                try:
+                    await self._resign()
+                except Exception:
+                    log.exception("controller resign failed")

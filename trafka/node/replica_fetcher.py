@@ -1,0 +1,270 @@
+"""Follower fetchers: one task per source broker (Kafka's ReplicaFetcherThread, REP-11).
+
+Each task owns one `KafkaConnection` to its leader and loops over the partitions it follows
+from that leader, each driven by its `replication.follower.PartitionFollowerState`:
+
+1. TRUNCATING partitions: one OffsetForLeaderEpoch v4 (replica id = this broker) asking for
+   the local latest epoch; the answer goes through `on_epoch_answer` (KIP-101/279) and the
+   log is truncated to the decided offset;
+2. FETCHING partitions: one Fetch v12 (replica id = this broker, long poll
+   `replica.fetch.wait.max.ms`) from each partition's LEO with its current leader epoch
+   (KIP-320); records are appended with their offsets and epochs (`append_as_follower`),
+   then the follower HW = min(LEO, leader HW) (REP-13). OFFSET_OUT_OF_RANGE below the
+   leader's log start restarts the log there; above it the epoch handshake runs again.
+
+An answer is applied only if the partition's follower state is still the object the request
+was built from: a LeaderAndIsr in between makes it stale (docs/controller.md).
+
+Not implemented: fetch sessions (KIP-227), `num.replica.fetchers` > 1, throttling.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_request
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
+from kio.schema.types import BrokerId as KioBrokerId
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i64
+
+from trafka.net.client import ClientError, KafkaConnection
+from trafka.node.replication.follower import (
+    EpochRequest,
+    FetchAction,
+    FollowerPhase,
+    PartitionFollowerState,
+)
+from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
+from trafka.node.replication.truncation import EpochEndOffset
+
+log = logging.getLogger("trafka.node.replica_fetcher")
+
+CONNECT_BACKOFF_S = 0.2
+
+
+class ReplicaFetchers:
+    """The fetcher tasks of one broker, keyed by source (leader) broker."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        replica_manager: Any,
+        endpoint_for: Callable[[int], tuple[str, int] | None],
+        fetch_wait_max_ms: int = 500,
+        fetch_max_bytes: int = 1_048_576,
+        backoff_ms: int = 1000,
+    ) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.endpoint_for = endpoint_for
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.backoff_s = min(backoff_ms, 1000) / 1000
+        self.partitions: dict[int, set[TopicPartition]] = {}
+        self._changed: dict[int, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for leader in list(self.partitions):
+                nursery.start_soon(self._fetch_loop, leader)
+            await trio.sleep_forever()
+
+    def add(self, tp: TopicPartition, leader: int) -> None:
+        self.remove(tp)
+        partitions = self.partitions.setdefault(leader, set())
+        partitions.add(tp)
+        if leader not in self._changed:
+            self._changed[leader] = trio.Event()
+            if self._nursery is not None:
+                self._nursery.start_soon(self._fetch_loop, leader)
+        else:
+            self._changed[leader].set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        for leader, partitions in self.partitions.items():
+            if tp in partitions:
+                partitions.discard(tp)
+                event = self._changed.get(leader)
+                if event is not None:
+                    event.set()
+
+    def _states(self, leader: int) -> dict[TopicPartition, PartitionFollowerState]:
+        followers = self.replica_manager.followers
+        return {
+            tp: followers[tp]
+            for tp in sorted(self.partitions.get(leader, ()))
+            if tp in followers and followers[tp].leader == leader
+        }
+
+    async def _fetch_loop(self, leader: int) -> None:
+        connection: KafkaConnection | None = None
+        try:
+            while True:
+                states = self._states(leader)
+                if not states:
+                    event = self._changed[leader]
+                    with trio.move_on_after(1.0):
+                        await event.wait()
+                    self._changed[leader] = trio.Event()
+                    if not self._states(leader) and not self.partitions.get(leader):
+                        continue
+                    continue
+                try:
+                    if connection is None or connection.closed:
+                        endpoint = self.endpoint_for(leader)
+                        if endpoint is None:
+                            await trio.sleep(CONNECT_BACKOFF_S)
+                            continue
+                        connection = await KafkaConnection.connect(
+                            endpoint[0],
+                            endpoint[1],
+                            client_id=f"replica-fetcher-{self.node_id}",
+                            connect_timeout_s=2.0,
+                            request_timeout_s=max(5.0, self.fetch_wait_max_ms / 1000 + 5),
+                        )
+                    truncating = {
+                        tp: s for tp, s in states.items() if s.phase is FollowerPhase.TRUNCATING
+                    }
+                    if truncating:
+                        await self._truncate(connection, truncating)
+                        continue
+                    backoff = await self._fetch(connection, states)
+                    if backoff:
+                        await trio.sleep(self.backoff_s)
+                except (ClientError, OSError) as error:
+                    log.info("fetcher %d <- %d: %s", self.node_id, leader, error)
+                    if connection is not None:
+                        await connection.close()
+                    connection = None
+                    await trio.sleep(CONNECT_BACKOFF_S)
+        finally:
+            if connection is not None:
+                await connection.close()
+
+    async def _truncate(
+        self, connection: KafkaConnection, states: dict[TopicPartition, PartitionFollowerState]
+    ) -> None:
+        asked: dict[TopicPartition, tuple[PartitionFollowerState, EpochRequest]] = {}
+        for tp, state in states.items():
+            log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
+            request = state.next_request(log_.leader_epoch_cache, int(log_.log_end_offset))
+            assert isinstance(request, EpochRequest)
+            asked[tp] = (state, request)
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (_, request) in asked.items():
+            by_topic.setdefault(tp.topic, []).append(
+                epoch_request.OffsetForLeaderPartition(
+                    partition=i32(tp.partition),
+                    current_leader_epoch=i32(request.current_leader_epoch),
+                    leader_epoch=i32(request.leader_epoch),
+                )
+            )
+        response = await connection.request(
+            epoch_request.OffsetForLeaderEpochRequest(
+                replica_id=KioBrokerId(self.node_id),
+                topics=tuple(
+                    epoch_request.OffsetForLeaderTopic(topic=TopicName(t), partitions=tuple(ps))
+                    for t, ps in by_topic.items()
+                ),
+            )
+        )
+        backoff = False
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(str(topic.topic), int(p.partition))
+                entry = asked.get(tp)
+                if entry is None or self.replica_manager.followers.get(tp) is not entry[0]:
+                    continue  # stale: a LeaderAndIsr replaced the state meanwhile
+                state = entry[0]
+                log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
+                decision = state.on_epoch_answer(
+                    ErrorCode(int(p.error_code)),
+                    EpochEndOffset(LeaderEpoch(int(p.leader_epoch)), Offset(int(p.end_offset))),
+                    log_.leader_epoch_cache,
+                    int(log_.log_end_offset),
+                    int(log_.high_watermark),
+                )
+                if decision is None:
+                    backoff = True
+                    continue
+                if decision.offset < int(log_.log_end_offset):
+                    log.info(
+                        "%s-%d: truncating to %d (%s)",
+                        tp.topic,
+                        tp.partition,
+                        decision.offset,
+                        decision.reason.value,
+                    )
+                    log_.truncate_to(int(decision.offset))
+        if backoff:
+            await trio.sleep(self.backoff_s)
+
+    async def _fetch(
+        self, connection: KafkaConnection, states: dict[TopicPartition, PartitionFollowerState]
+    ) -> bool:
+        offsets: dict[TopicPartition, int] = {}
+        by_topic: dict[str, list[Any]] = {}
+        for tp, state in states.items():
+            log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
+            offsets[tp] = int(log_.log_end_offset)
+            by_topic.setdefault(tp.topic, []).append(
+                fetch_request.FetchPartition(
+                    partition=i32(tp.partition),
+                    current_leader_epoch=i32(state.leader_epoch),
+                    fetch_offset=i64(offsets[tp]),
+                    partition_max_bytes=i32(self.fetch_max_bytes),
+                )
+            )
+        response = await connection.request(
+            fetch_request.FetchRequest(
+                replica_id=KioBrokerId(self.node_id),
+                max_wait=timedelta(milliseconds=self.fetch_wait_max_ms),  # type: ignore[arg-type]
+                min_bytes=i32(1),
+                topics=tuple(
+                    fetch_request.FetchTopic(topic=TopicName(t), partitions=tuple(ps))
+                    for t, ps in by_topic.items()
+                ),
+                forgotten_topics_data=(),
+            )
+        )
+        backoff = False
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(str(topic.topic), int(p.partition_index))
+                fetched = states.get(tp)
+                if fetched is None or self.replica_manager.followers.get(tp) is not fetched:
+                    continue
+                state = fetched
+                log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
+                if int(log_.log_end_offset) != offsets[tp]:
+                    continue  # the log changed under us (truncation): ask again
+                error = ErrorCode(int(p.error_code))
+                if error is ErrorCode.offset_out_of_range:
+                    if offsets[tp] < int(p.log_start_offset):
+                        log_.truncate_fully_and_start_at(int(p.log_start_offset))
+                    else:
+                        state.phase = FollowerPhase.TRUNCATING
+                    continue
+                outcome = state.on_fetch_answer(
+                    error, int(p.high_watermark), int(p.high_watermark), offsets[tp], 0
+                )
+                if outcome.action is FetchAction.BACK_OFF:
+                    backoff = True
+                    continue
+                if outcome.action is FetchAction.TRUNCATE_TO_LEADER_END:
+                    state.phase = FollowerPhase.TRUNCATING
+                    continue
+                records = p.records
+                if records:
+                    log_.append_as_follower(bytes(records))
+                log_.update_high_watermark(min(int(log_.log_end_offset), int(p.high_watermark)))
+        return backoff
