@@ -21,8 +21,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+
+MAX_UPDATE_ATTEMPTS = 100
+"""Bound on retries of a conditional update that keeps losing to concurrent writers."""
 
 
 class NodeExists(Exception):
@@ -57,6 +61,10 @@ class MetadataStore(Protocol):
     async def sync(self) -> None:
         """Make later reads see every write committed before this call."""
 
+    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
+        """Read-modify-write that no concurrent writer can interleave with (a conditional
+        write on the node's version, retried on conflict); returns the data written."""
+
     async def close(self) -> None: ...
 
 
@@ -77,6 +85,32 @@ class QuorumMetadataStore:
 
     async def sync(self) -> None:
         await self.quorum.sync()
+
+    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
+        from trafka.metadata_quorum.tree import (
+            BadVersionError,
+            NodeExistsError,
+            NoNodeError,
+        )
+
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            await self.quorum.sync()
+            try:
+                current, stat = self.quorum.get_local(path)
+            except NoNodeError:
+                new = change(None)
+                try:
+                    await self.create(path, new)
+                except NodeExists:
+                    continue
+                return new
+            new = change(bytes(current))
+            try:
+                await self.quorum.set_data(path, new, stat.version)
+            except (BadVersionError, NoNodeError, NodeExistsError):
+                continue
+            return new
+        raise RuntimeError(f"{path}: too many concurrent updates")
 
     async def get(self, path: str) -> bytes | None:
         """A read of the local replica (call `sync` first for a linearizable view)."""
@@ -241,6 +275,11 @@ class FileMetadataStore:
 
     async def sync(self) -> None:
         return None
+
+    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
+        new = change(await self.get(path))
+        await self.put(path, new)
+        return new
 
     async def close(self) -> None:
         self._ephemeral.clear()
