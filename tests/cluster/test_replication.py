@@ -1,0 +1,263 @@
+"""Replication on real processes (issue 5): three knode processes, RF=3, the controller and the
+replica manager wired together, driven by confluent-kafka.
+
+* the partition leader is SIGKILLed while an idempotent acks=all producer sends numbered
+  messages; it is restarted; every acknowledged message is consumed exactly once, in order;
+* the controller is SIGKILLed: another node becomes controller with epoch + 1 and brokers
+  reject a request carrying the old epoch (STALE_CONTROLLER_EPOCH);
+* a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms and rejoins after
+  SIGCONT.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32, i64
+
+from tests.support.cluster import KnodeCluster
+from tests.support.waiting import wait_until
+from trafka.net.client import KafkaConnection
+from trafka.net.messages import update_metadata as um
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+SETTINGS = [
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=300",
+    "replica.lag.time.max.ms=2000",
+    "replica.fetch.wait.max.ms=200",
+    "group.initial.rebalance.delay.ms=0",
+]
+CONTROLLER_LINE = re.compile(r"node (\d+) is the controller, epoch (\d+)")
+
+
+def _cluster(tmp_path: Path, settings: list[str]) -> KnodeCluster:
+    """Three voters; a fresh three-voter quorum can take a while to elect on 2 busy cores."""
+    cluster = KnodeCluster(tmp_path, node_count=3, settings=settings, start=False)
+    for node_id in cluster.nodes:
+        cluster.start(node_id, wait=False)
+    try:
+        for node_id in cluster.nodes:
+            cluster.wait_ready(node_id, timeout_s=90)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _create_topic(admin: AdminClient, name: str, partitions: int = 1) -> None:
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def _partition(admin: AdminClient, topic: str, partition: int = 0) -> tuple[int, list[int]]:
+    """(leader, isr) as the answering broker sees them."""
+    metadata = admin.list_topics(topic, timeout=5)
+    state = metadata.topics[topic].partitions[partition]
+    return int(state.leader), sorted(int(r) for r in state.isrs)
+
+
+def _controller_terms(cluster: KnodeCluster) -> list[tuple[int, int]]:
+    """(node, epoch) of every 'is the controller' line in the nodes' logs."""
+    terms = []
+    for node in cluster.nodes.values():
+        if node.stderr_path.exists():
+            for match in CONTROLLER_LINE.finditer(node.stderr_path.read_text()):
+                terms.append((int(match.group(1)), int(match.group(2))))
+    return sorted(terms, key=lambda term: term[1])
+
+
+def test_leader_sigkill_keeps_every_acknowledged_message(tmp_path: Path) -> None:
+    total = 15_000
+    with _cluster(tmp_path, SETTINGS) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        _create_topic(admin, "numbers")
+        leader, isr = _partition(admin, "numbers")
+        assert isr == [1, 2, 3], cluster.describe_failure()
+        acked: list[int] = []
+        failed: list[str] = []
+
+        def delivered(error: KafkaError | None, message: object) -> None:
+            if error is None:
+                acked.append(int(message.value()))  # type: ignore[attr-defined]
+            else:
+                failed.append(str(error))
+
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "retry.backoff.ms": 100,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        killed_at = total // 3
+        for number in range(total):
+            while True:
+                try:
+                    producer.produce("numbers", str(number).encode(), on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+            if number == killed_at:
+                producer.flush(30)
+                cluster.kill(leader)
+        assert producer.flush(60) == 0, cluster.describe_failure()
+        new_leader, new_isr = _partition(admin, "numbers")
+        assert new_leader not in (-1, leader), cluster.describe_failure()
+        assert leader not in new_isr
+        cluster.start(leader)
+        wait_until(
+            lambda: _partition(admin, "numbers")[1] == [1, 2, 3],
+            timeout_s=30,
+            what="the restarted broker back in the ISR",
+        )
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "check",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["numbers"])
+        consumed: list[int] = []
+        deadline = time.monotonic() + 40
+        wanted = set(acked)
+        while time.monotonic() < deadline and not wanted.issubset(consumed):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                consumed.append(int(message.value()))
+        consumer.close()
+        assert len(acked) >= total * 0.9, failed[:5]
+        assert wanted.issubset(consumed), sorted(wanted - set(consumed))[:10]
+        assert len(consumed) == len(set(consumed)), "a message was consumed twice"
+        assert consumed == sorted(consumed), "messages out of order"
+
+
+def _stale_update_metadata(controller_id: int, epoch: int) -> um.UpdateMetadataRequestV6:
+    return um.UpdateMetadataRequestV6(
+        controller_id=BrokerId(controller_id),
+        controller_epoch=i32(epoch),
+        broker_epoch=i64(-1),
+        topic_states=(),
+        live_brokers=(),
+    )
+
+
+async def _send(address: str, request: object) -> object:
+    host, port = address.rsplit(":", 1)
+    connection = await KafkaConnection.connect(host, int(port), request_timeout_s=10)
+    try:
+        return await connection.request(request)
+    finally:
+        await connection.close()
+
+
+def test_controller_sigkill_moves_the_controller_and_fences_the_old_epoch(
+    tmp_path: Path,
+) -> None:
+    with _cluster(tmp_path, SETTINGS) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        _create_topic(admin, "fenced", partitions=3)
+        wait_until(lambda: _controller_terms(cluster), timeout_s=30, what="a controller")
+        old_controller, old_epoch = _controller_terms(cluster)[-1]
+        cluster.kill(old_controller)
+        wait_until(
+            lambda: _controller_terms(cluster)[-1][1] > old_epoch,
+            timeout_s=30,
+            what="a new controller",
+        )
+        new_controller, new_epoch = _controller_terms(cluster)[-1]
+        assert new_controller != old_controller
+        assert new_epoch == old_epoch + 1
+        survivor = next(n for n in cluster.nodes if n != old_controller)
+        wait_until(
+            lambda: (
+                set(admin.list_topics(timeout=5).brokers) == set(cluster.nodes) - {old_controller}
+            ),
+            timeout_s=30,
+            what="the dead controller gone from the metadata",
+        )
+        # Wait until the survivor has seen the new epoch (the new controller's requests).
+        wait_until(
+            lambda: all(
+                p.leader not in (-1, old_controller)
+                for p in admin.list_topics("fenced", timeout=5).topics["fenced"].partitions.values()
+            ),
+            timeout_s=30,
+            what="leaders moved off the dead controller",
+        )
+        stale = trio.run(
+            _send, cluster.address(survivor), _stale_update_metadata(old_controller, old_epoch)
+        )
+        assert stale.error_code == ErrorCode.stale_controller_epoch  # type: ignore[attr-defined]
+        current = trio.run(
+            _send, cluster.address(survivor), _stale_update_metadata(new_controller, new_epoch)
+        )
+        assert current.error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert admin.list_topics(timeout=5).controller_id == new_controller
+
+
+def test_sigstopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
+    # Sessions outlive the stop, so it is the leader's lag rule that removes the follower.
+    settings = [s for s in SETTINGS if not s.startswith("broker.session")] + [
+        "broker.session.timeout.ms=20000"
+    ]
+    with _cluster(tmp_path, settings) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        _create_topic(admin, "lag")
+        leader, isr = _partition(admin, "lag")
+        assert isr == [1, 2, 3]
+        wait_until(lambda: _controller_terms(cluster), timeout_s=30, what="a controller")
+        controller = _controller_terms(cluster)[-1][0]
+        follower = next(n for n in (1, 2, 3) if n not in (leader, controller))
+        leader_admin = AdminClient({"bootstrap.servers": cluster.address(leader)})
+        process = cluster.nodes[follower].process
+        assert process is not None
+        stopped_at = time.monotonic()
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            wait_until(
+                lambda: follower not in _partition(leader_admin, "lag")[1],
+                timeout_s=15,
+                what="the stopped follower out of the ISR",
+            )
+            left_after_s = time.monotonic() - stopped_at
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        assert left_after_s >= 2.0  # not before replica.lag.time.max.ms
+        wait_until(
+            lambda: _partition(leader_admin, "lag")[1] == [1, 2, 3],
+            timeout_s=20,
+            what="the follower back in the ISR",
+        )
+        # The controller propagated the ISR changes to every broker (isr_change_notification).
+        wait_until(
+            lambda: (
+                _partition(AdminClient({"bootstrap.servers": cluster.address(controller)}), "lag")[
+                    1
+                ]
+                == [1, 2, 3]
+            ),
+            timeout_s=20,
+            what="the controller's metadata shows the full ISR",
+        )
