@@ -61,6 +61,8 @@ MAINTENANCE_INTERVAL_S = 5.0
 QUORUM_DIR_NAME = "quorum"
 """The quorum's journal lives in <first log dir>/quorum (no '-': not a partition dir)."""
 QUORUM_WAIT_LOG_INTERVAL_S = 10.0
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids a broker takes from /latest_producer_id_block at a time (Kafka's size)."""
 ADMIN_WAIT_S = 10.0
 """How long CreateTopics / CreatePartitions / DeleteTopics wait for the controller's result."""
 ADMIN_POLL_S = 0.02
@@ -306,13 +308,17 @@ class Broker:
         """A cluster-unique producer id from blocks of 1000 in /latest_producer_id_block."""
         async with self._producer_id_lock:
             if self._next_producer_id > self._producer_id_block_end:
-                store = self._require_store()
-                raw = await store.get(znodes.LATEST_PRODUCER_ID_BLOCK)
-                start = 0
-                if raw:
-                    start = znodes.ProducerIdBlock.from_json(raw).block_end + 1
-                block = znodes.ProducerIdBlock(self.node_id, start, start + 999)
-                await store.put(znodes.LATEST_PRODUCER_ID_BLOCK, block.to_json())
+                # A conditional write: two brokers can never be handed the same block.
+                def next_block(raw: bytes | None) -> bytes:
+                    start = znodes.ProducerIdBlock.from_json(raw).block_end + 1 if raw else 0
+                    return znodes.ProducerIdBlock(
+                        self.node_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1
+                    ).to_json()
+
+                written = await self._require_store().update(
+                    znodes.LATEST_PRODUCER_ID_BLOCK, next_block
+                )
+                block = znodes.ProducerIdBlock.from_json(written)
                 self._next_producer_id = block.block_start
                 self._producer_id_block_end = block.block_end
             producer_id = self._next_producer_id
@@ -685,9 +691,11 @@ class Broker:
                 self.store = store
                 await self._serve(store, task_status)
             finally:
+                # Stop the quorum's own tasks (session keeper) before the transport closes:
+                # nothing may propose to a destroyed transport.
+                quorum_nursery.cancel_scope.cancel()
                 with trio.CancelScope(shield=True):
                     await self._close()
-                quorum_nursery.cancel_scope.cancel()
 
     async def _serve(self, store: MetadataStore, task_status: trio.TaskStatus[None]) -> None:
         self.cluster_id = await self._load_cluster_id(store)
