@@ -27,9 +27,10 @@ Wiring: `GroupService.of(broker)` attaches one service to a broker on first use 
 the timer with `trio.lowlevel.spawn_system_task` (the broker has no hook for it yet; the
 broker can instead `nursery.start(service.run)` and set `broker.group_service`).
 
-Not implemented: eager loading of every partition on becoming leader (we load on first
-request, so offset expiry of a partition nobody asks about waits for that request),
-transactional offsets.
+Partitions this node leads are also loaded by the timer without waiting for a request, so
+restored sessions and offset retention run.
+
+Not implemented: transactional offsets.
 """
 
 from __future__ import annotations
@@ -494,6 +495,7 @@ class GroupService:
                 await trio.sleep(LEADERSHIP_CHECK_INTERVAL_S)
 
     async def _tick_all(self) -> None:
+        await self._load_led_partitions()
         for partition, current in list(self._partitions.items()):
             partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
             if (
@@ -507,6 +509,21 @@ class GroupService:
             if coordinator is None or coordinator.next_deadline_ms() > _now_ms():
                 continue
             await self._call_on(current, lambda coordinator, now: (None, coordinator.tick(now)))
+
+    async def _load_led_partitions(self) -> None:
+        """Load every partition this node has become the leader of (Kafka loads on
+        LeaderAndIsr), so restored members' sessions and offset retention run even before a
+        client asks."""
+        state = self._broker.topics.get(OFFSETS_TOPIC)
+        if state is None:
+            return
+        for partition, partition_state in sorted(state.partitions.items()):
+            if partition_state.leader != self._broker.node_id:
+                continue
+            current = self._partitions.get(partition)
+            if current is None or current.leader_epoch != partition_state.leader_epoch:
+                await self._partition(partition)
+                await trio.lowlevel.checkpoint()  # let requests in between loads
 
 
 def _iter_batches(
