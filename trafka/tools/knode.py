@@ -4,17 +4,31 @@
     knode start --id 2 --config server.properties        # Kafka's server.properties format
     knode start --id 1 --set listeners=PLAINTEXT://127.0.0.1:19092 --set log.dirs=/tmp/d1
 
+    knode cluster up --nodes 3 --dir ./cluster           # a local multi-node cluster
+
 Embedded defaults: listener PLAINTEXT://localhost:9092, data in ./data/node-<id>, a
 one-voter quorum (<id>@localhost:9093). `--set key=value` (repeatable) overrides the file.
 SIGTERM/SIGINT shut the node down cleanly (logs flushed, checkpoints written). A bad key or
 value, or a busy port, prints one line on stderr and exits with status 2 (no traceback).
+
+`knode cluster up` writes `<dir>/node-<id>.properties` for each node (listener on
+127.0.0.1:<port + id - 1>, quorum on 127.0.0.1:<quorum-port + id - 1>, all nodes voters, a
+shared quorum secret kept in `<dir>/quorum.secret`), starts one `knode start` process per
+node (stderr in `<dir>/node-<id>.log`, pid in `<dir>/node-<id>.pid`), prints the bootstrap
+servers once every node accepts connections, and stays in the foreground: Ctrl-C / SIGTERM
+stops every node with SIGTERM. A node killed meanwhile can be started again by hand with
+`knode start --id <id> --config <dir>/node-<id>.properties` (docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import signal
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -94,6 +108,147 @@ def start(
                 first = first.exceptions[0]
             raise _fail(str(first)) from None
         raise
+
+
+cluster_app = typer.Typer(
+    name="cluster",
+    help="A local multi-node cluster for development and demos.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(cluster_app, name="cluster")
+
+CLUSTER_START_TIMEOUT_S = 120.0
+CLUSTER_STOP_TIMEOUT_S = 30.0
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _cluster_properties(
+    node_id: int, nodes: int, directory: Path, port: int, quorum_port: int, secret: str
+) -> str:
+    voters = ",".join(f"{n}@127.0.0.1:{quorum_port + n - 1}" for n in range(1, nodes + 1))
+    return "\n".join(
+        [
+            f"# written by 'knode cluster up' for node {node_id}",
+            f"node.id={node_id}",
+            f"listeners=PLAINTEXT://127.0.0.1:{port + node_id - 1}",
+            f"log.dirs={(directory / f'node-{node_id}').resolve()}",
+            f"controller.quorum.voters={voters}",
+            f"controller.quorum.secret={secret}",
+            f"default.replication.factor={min(3, nodes)}",
+            f"offsets.topic.replication.factor={min(3, nodes)}",
+            "",
+        ]
+    )
+
+
+@cluster_app.command("up")
+def cluster_up(
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=9, help="number of nodes")] = 3,
+    directory: Annotated[Path, typer.Option("--dir", help="data, logs and configs")] = Path(
+        "./cluster"
+    ),
+    port: Annotated[int, typer.Option(help="listener port of node 1 (node n: port+n-1)")] = 9092,
+    quorum_port: Annotated[
+        int, typer.Option(help="quorum port of node 1 (node n: quorum-port+n-1)")
+    ] = 19092,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="key=value for every node (repeatable)"),
+    ] = None,
+) -> None:
+    """Start NODES local nodes (all voters), print the bootstrap servers, stop on Ctrl-C."""
+    directory.mkdir(parents=True, exist_ok=True)
+    secret_file = directory / "quorum.secret"
+    if not secret_file.exists():
+        secret_file.write_text(secrets.token_hex(16) + "\n", encoding="ascii")
+    secret = secret_file.read_text(encoding="ascii").strip()
+    ports = [port + n for n in range(nodes)] + [quorum_port + n for n in range(nodes)]
+    busy = [p for p in ports if _accepts(p)]
+    if busy:
+        raise _fail(f"port {busy[0]} is in use (choose --port / --quorum-port)")
+    processes: dict[int, subprocess.Popen[bytes]] = {}
+    stop_now = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stop_now
+        stop_now = True
+
+    previous = {
+        signum: signal.signal(signum, request_stop) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        for node_id in range(1, nodes + 1):
+            config_file = directory / f"node-{node_id}.properties"
+            config_file.write_text(
+                _cluster_properties(node_id, nodes, directory, port, quorum_port, secret),
+                encoding="utf-8",
+            )
+            command = [sys.executable, "-m", "trafka.tools.knode", "start", "--id", str(node_id)]
+            command += ["--config", str(config_file)]
+            for item in overrides or []:
+                command += ["--set", item]
+            with open(directory / f"node-{node_id}.log", "ab") as log_file:
+                processes[node_id] = subprocess.Popen(
+                    command, stdout=subprocess.DEVNULL, stderr=log_file, stdin=subprocess.DEVNULL
+                )
+            (directory / f"node-{node_id}.pid").write_text(f"{processes[node_id].pid}\n")
+        deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
+        waiting = set(processes)
+        while waiting and not stop_now:
+            for node_id in sorted(waiting):
+                if processes[node_id].poll() is not None:
+                    raise _fail(
+                        f"node {node_id} exited with {processes[node_id].returncode}; "
+                        f"see {directory / f'node-{node_id}.log'}"
+                    )
+                if _accepts(port + node_id - 1):
+                    waiting.discard(node_id)
+            if time.monotonic() > deadline:
+                raise _fail(f"nodes {sorted(waiting)} did not start; see {directory}/node-*.log")
+            time.sleep(0.1)
+        if not stop_now:
+            bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(nodes))
+            print(f"knode cluster: {nodes} nodes up, data and logs in {directory}", flush=True)
+            print(f"bootstrap.servers={bootstrap}", flush=True)
+        reported: set[int] = set()
+        while not stop_now:
+            for node_id, process in processes.items():
+                if process.poll() is not None and node_id not in reported:
+                    reported.add(node_id)
+                    print(
+                        f"knode cluster: node {node_id} exited ({process.returncode}); restart "
+                        f"it with: knode start --id {node_id} --config "
+                        f"{directory / f'node-{node_id}.properties'}",
+                        flush=True,
+                    )
+            time.sleep(0.2)
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + CLUSTER_STOP_TIMEOUT_S
+        for process in processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for node_id in processes:
+            pid_file = directory / f"node-{node_id}.pid"
+            if pid_file.exists():
+                pid_file.unlink()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print("knode cluster: stopped", flush=True)
 
 
 def main() -> None:
