@@ -18,10 +18,12 @@ from trafka.metadata_quorum.tree import (
     Create,
     Delete,
     Entry,
+    ErrorResult,
     ExpireSession,
     Heartbeat,
     Multi,
     MultiOp,
+    MultiResult,
     Noop,
     OpenSession,
     Operation,
@@ -70,7 +72,15 @@ class Replica:
 
     def step(self, step: Entry | tuple[str, str]) -> None:
         if isinstance(step, Entry):
+            before = (list(self.tree.walk()), self.tree.sessions())
             applied = self.tree.apply(step)
+            failed = isinstance(applied.result, ErrorResult) or (
+                isinstance(applied.result, MultiResult) and applied.result.error_index >= 0
+            )
+            if failed or applied.duplicate:
+                # A failed command (a multi above all) leaves no trace but the zxid.
+                assert (list(self.tree.walk()), self.tree.sessions()) == before
+                assert applied.changes == ()
             self.events += self.watches.trigger(applied.zxid, applied.changes)
         elif step[0] == "data":
             self.watches.add_data_watch(step[1])

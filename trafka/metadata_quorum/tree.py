@@ -494,12 +494,6 @@ class _Node:
         for name, value in zip(_Node.__slots__, state, strict=True):
             setattr(self, name, value)
 
-    def copy(self) -> _Node:
-        clone = _Node.__new__(_Node)
-        clone.__setstate__(self.__getstate__())
-        clone.children = set(self.children)
-        return clone
-
     def stat(self) -> Stat:
         return Stat(
             czxid=self.czxid,
@@ -559,29 +553,10 @@ class _Txn:
         self.entry = entry
         self.changes: list[Change] = []
         self.undo: list[Callable[[], None]] = []
-        self.saved_nodes: set[str] = set()
         self.ended_sessions: list[ExpiredSession] = []
 
     def fail(self, code: ErrorCode, path: str) -> _Failed:
         return _Failed(ErrorResult(code, path))
-
-    def save(self, path: str) -> None:
-        """Remember a node's current state before its first mutation in this entry."""
-        if path in self.saved_nodes:
-            return
-        self.saved_nodes.add(path)
-        nodes = self.tree._nodes
-        if path in nodes:
-            original = nodes[path].copy()
-
-            def restore() -> None:
-                nodes[path] = original
-        else:
-
-            def restore() -> None:
-                nodes.pop(path, None)
-
-        self.undo.append(restore)
 
     def rollback(self) -> None:
         for action in reversed(self.undo):
@@ -855,10 +830,17 @@ class ZNodeTree:
                 raise txn.fail(ErrorCode.BAD_ARGUMENTS, path)
             if owner not in self._sessions:
                 raise txn.fail(ErrorCode.SESSION_EXPIRED, path)
-        txn.save(parent_path)
-        txn.save(path)
-        self._nodes[path] = _Node(op.data, txn.zxid, txn.entry.now_ms, owner)
-        parent.children.add(name_of(path))
+        nodes, name = self._nodes, name_of(path)
+        old_cversion, old_pzxid = parent.cversion, parent.pzxid
+
+        def undo_create() -> None:
+            del nodes[path]
+            parent.children.discard(name)
+            parent.cversion, parent.pzxid = old_cversion, old_pzxid
+
+        txn.undo.append(undo_create)
+        nodes[path] = _Node(op.data, txn.zxid, txn.entry.now_ms, owner)
+        parent.children.add(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
         if owner != NO_SESSION:
@@ -884,10 +866,17 @@ class ZNodeTree:
         node = self._nodes[path]
         parent_path = parent_of(path)
         parent = self._nodes[parent_path]
-        txn.save(parent_path)
-        txn.save(path)
-        del self._nodes[path]
-        parent.children.discard(name_of(path))
+        nodes, name = self._nodes, name_of(path)
+        old_cversion, old_pzxid = parent.cversion, parent.pzxid
+
+        def undo_remove() -> None:
+            nodes[path] = node
+            parent.children.add(name)
+            parent.cversion, parent.pzxid = old_cversion, old_pzxid
+
+        txn.undo.append(undo_remove)
+        del nodes[path]
+        parent.children.discard(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
         if node.ephemeral_owner != NO_SESSION and node.ephemeral_owner in self._sessions:
@@ -913,7 +902,12 @@ class ZNodeTree:
             raise txn.fail(ErrorCode.NO_NODE, op.path)
         if op.version != ANY_VERSION and op.version != node.version:
             raise txn.fail(ErrorCode.BAD_VERSION, op.path)
-        txn.save(op.path)
+        old = (node.data, node.version, node.mzxid, node.mtime_ms)
+
+        def undo_set() -> None:
+            node.data, node.version, node.mzxid, node.mtime_ms = old
+
+        txn.undo.append(undo_set)
         node.data = op.data
         node.version += 1
         node.mzxid = txn.zxid
