@@ -163,6 +163,42 @@ def test_sigstopped_node_expires_and_recreates_its_ephemerals(tmp_path: Path) ->
         wait_until(recreated, timeout_s=5, what="ephemeral re-created by the new session")
 
 
+def test_a_paused_leader_does_not_expire_everybody_when_it_resumes(tmp_path: Path) -> None:
+    with quorum_cluster(tmp_path) as members:
+        leader = leader_of(members)
+        others = [m for m in members if m is not leader]
+        leader.ok("create", path="/brokers")
+        for member in members:
+            member.ok("keep_ephemeral", path=f"/brokers/{member.node_id}", data="reg")
+        sessions = {m.node_id: m.ok("session")["session_id"] for m in others}
+        leader.signal(signal.SIGSTOP)
+        gone = f"/brokers/{leader.node_id}"
+        wait_until(
+            lambda: not others[0].ok("exists_local", path=gone)["exists"],
+            timeout_s=SESSION_TIMEOUT_S + 5,
+            what="the paused leader's ephemeral expired by the new leader",
+        )
+        leader.signal(signal.SIGCONT)
+        wait_until(
+            lambda: any(e["event"] == "expired" for e in leader.events),
+            timeout_s=10,
+            what="the resumed node notices its expiry",
+        )
+        wait_until(
+            lambda: others[0].ok("exists_local", path=gone)["exists"],
+            timeout_s=5,
+            what="re-created",
+        )
+        # The resumed ex-leader's clock jumped: it must not have expired the others.
+        for member in others:
+            member.ok("sync")
+            assert member.ok("session")["session_id"] == sessions[member.node_id]
+            assert not any(e["event"] == "expired" for e in member.events)
+            for node in others:
+                found = member.ok("exists_local", path=f"/brokers/{node.node_id}")
+                assert found["exists"] and found["owner"] == sessions[node.node_id]
+
+
 def test_all_voters_sigkilled_and_restarted_keep_the_tree(tmp_path: Path) -> None:
     with quorum_cluster(tmp_path) as members:
         leader_of(members)
