@@ -85,21 +85,16 @@ class CuttingProxy:
             return False
 
     def _serve(self, client: socket.socket) -> None:
-        upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        except OSError:
+            client.close()
+            return
         self._sockets += [client, upstream]
         try:
-            while True:
-                request = _read_frame(client)
-                if request is None:
-                    return
-                (api_key,) = struct.unpack_from(">h", request, 4)
-                upstream.sendall(request)
-                response = _read_frame(upstream)
-                if response is None:
-                    return
-                if api_key == 0 and self._take_cut():
-                    return  # the node appended and answered; the client never hears of it
-                client.sendall(response)
+            self._pump(client, upstream)
+        except OSError:
+            pass  # either side went away (the client reconnects): end this pair
         finally:
             for sock in (client, upstream):
                 try:
@@ -107,6 +102,20 @@ class CuttingProxy:
                 except OSError:
                     pass
                 sock.close()
+
+    def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
+        while True:
+            request = _read_frame(client)
+            if request is None:
+                return
+            (api_key,) = struct.unpack_from(">h", request, 4)
+            upstream.sendall(request)
+            response = _read_frame(upstream)
+            if response is None:
+                return
+            if api_key == 0 and self._take_cut():
+                return  # the node appended and answered; the client never hears of it
+            client.sendall(response)
 
     def stop(self) -> None:
         self._stopped = True
