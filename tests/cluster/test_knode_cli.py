@@ -12,7 +12,7 @@ import pytest
 from tests.support.cluster import KnodeCluster
 from tests.support.ports import free_port
 
-pytestmark = [pytest.mark.cluster]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def _knode(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,7 +45,6 @@ def test_bad_configuration_is_one_line(tmp_path: Path, args: list[str], fragment
     assert fragment in lines[0]
 
 
-@pytest.mark.slow
 def test_busy_port_is_one_line(tmp_path: Path) -> None:
     port = free_port()
     with socket.create_server(("127.0.0.1", port)):
@@ -67,7 +66,6 @@ def test_busy_port_is_one_line(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
 def test_sigterm_is_a_clean_shutdown(tmp_path: Path) -> None:
     with KnodeCluster(tmp_path) as cluster:
         assert cluster.stop(1) == 0
