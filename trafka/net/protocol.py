@@ -34,6 +34,7 @@ from typing import Final
 from kio.schema.errors import ErrorCode
 
 from . import codec
+from .messages import PRIVATE_API_KEYS
 
 API_VERSIONS_KEY: Final = 18
 CONTROLLED_SHUTDOWN_KEY: Final = 7
@@ -126,9 +127,10 @@ def api_versions_v0_error_body(supported: SupportedApis) -> bytes:
 
     Layout: error_code int16 (35), api_keys int32 count, then per API: api_key int16,
     min_version int16, max_version int16. Kafka lists every API here; clients only need the
-    ApiVersions entry to pick a version to retry with.
+    ApiVersions entry to pick a version to retry with. trafka's private APIs
+    (`messages.PRIVATE_API_KEYS`) are left out, as from every ApiVersions answer.
     """
-    entries = list(supported)
+    entries = [e for e in supported if e.api_key not in PRIVATE_API_KEYS]
     parts = [_V0_HEAD.pack(int(ErrorCode.unsupported_version), len(entries))]
     parts.extend(_V0_ENTRY.pack(e.api_key, e.advertised_min, e.max_version) for e in entries)
     return b"".join(parts)

@@ -14,13 +14,15 @@ Where the tree comes from (one of):
   written to the log; the learner's journal lives in a temporary directory). Per-voter
   offsets are only known to the leader, so `replication` prints -1 for them this way.
 
-* `--bootstrap-server host:port` (status and replication only): Kafka's DescribeQuorum
-  (API 55, v0-v1) for the `__cluster_metadata` partition 0, plus Metadata for the cluster
-  id, exactly what kafka-metadata-quorum.sh asks; works against a Kafka KRaft cluster and
-  against trafka once the node answers API 55.
-
-Not implemented: tree reads (`ls`/`get`/`stat`/`tree`/`export`) through a node's Kafka
-listener (Kafka has no such API; the node would need a non-Kafka request).
+* `--bootstrap-server host:port`: the node's normal Kafka listener. `status` and
+  `replication` send Kafka's DescribeQuorum (API 55, v0-v1) for the `__cluster_metadata`
+  partition 0, plus Metadata for the cluster id, exactly what kafka-metadata-quorum.sh asks
+  (works against a Kafka KRaft cluster too). `ls`/`get`/`stat`/`tree`/`export` send
+  trafka's own TrafkaDescribeZNodes (API key 10000, not a Kafka API, not advertised in
+  ApiVersions; `trafka.net.messages.describe_znodes`), with a quorum barrier first (a
+  linearizable read) and paging through big trees (`next_path_index`/`next_resume_after`);
+  a Kafka broker closes the connection on it. `export` also sends DescribeQuorum for its
+  status fields.
 
 The formatting functions (`format_status`, `format_replication`, `format_stat`, `format_ls`,
 `format_tree`) are pure and take plain values.
@@ -46,13 +48,18 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from trafka.metadata_quorum.bridge import MetadataQuorum
 from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
-from trafka.metadata_quorum.export import export_tree
+from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, export_tree
 from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
 from trafka.net import codec
-from trafka.net.client import ClientError, KafkaConnection
+from trafka.net.client import ClientError, ConnectionBroken, KafkaConnection
+from trafka.net.messages.describe_znodes import (
+    DESCRIBE_ZNODES_API_NAME,
+    MAX_NODES_PER_RESPONSE,
+    DescribeZNodesRequestV0,
+)
 from trafka.node.handlers.kio_shape import build
 
 quorum_app = typer.Typer(
@@ -72,7 +79,10 @@ SecretFileOption = Annotated[
 SecretOption = Annotated[str | None, typer.Option("--secret", help="The cluster secret.")]
 BootstrapOption = Annotated[
     str | None,
-    typer.Option("--bootstrap-server", help="host:port of a node (DescribeQuorum, API 55)."),
+    typer.Option(
+        "--bootstrap-server",
+        help="host:port of a node's Kafka listener (DescribeQuorum; TrafkaDescribeZNodes).",
+    ),
 ]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for the learner to catch up.")
@@ -285,9 +295,7 @@ def _snapshot(
                 str(secret_file) if secret_file else None,
             )
             return trio.run(_learner_snapshot, voters, key, timeout_s, Path(scratch))
-    raise QuorumCommandError(
-        "give --data-dir or --quorum-voters (--bootstrap-server: status and replication only)"
-    )
+    raise QuorumCommandError("give --bootstrap-server, --data-dir or --quorum-voters")
 
 
 def status_from_describe_quorum(response: Any, cluster_id: str, now_ms: int) -> QuorumStatus:
@@ -343,13 +351,18 @@ def _kafka_error(code: Any) -> str:
         return f"ERROR_{int(code)}"
 
 
-async def _describe_quorum(bootstrap: str, timeout_s: float) -> QuorumStatus:
+def _host_port(bootstrap: str) -> tuple[str, int]:
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     if not host or not port.isdigit():
         raise QuorumCommandError(f"invalid --bootstrap-server {bootstrap!r}: expected host:port")
+    return host, int(port)
+
+
+async def _describe_quorum(bootstrap: str, timeout_s: float) -> QuorumStatus:
+    host, port = _host_port(bootstrap)
     try:
         with trio.fail_after(timeout_s):
-            connection = await KafkaConnection.connect(host, int(port), client_id="ktool-quorum")
+            connection = await KafkaConnection.connect(host, port, client_id="ktool-quorum")
             try:
                 await connection.negotiate_api_versions()
                 metadata_version = connection.version_for(METADATA_API_KEY, 2, 12)
@@ -389,6 +402,191 @@ def _status(
     if bootstrap:
         return trio.run(_describe_quorum, bootstrap, timeout_s)
     return _snapshot(data_dir, voters, secret, secret_file, timeout_s).status
+
+
+# ---------------------------------------------------------------------------------------
+# Tree reads through a node's listener (TrafkaDescribeZNodes, API key 10000)
+
+#: Pages of one read; a tree this large (pages x 10,000 nodes) is refused, not read forever.
+MAX_PAGES = 1000
+
+
+@dataclass(frozen=True)
+class ZNode:
+    """One znode as TrafkaDescribeZNodes reports it (data/children empty unless asked)."""
+
+    path: str
+    data: bytes
+    stat: Stat
+    children: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemoteRead:
+    """The znodes of one (possibly paged) read and the zxids the pages were read at."""
+
+    nodes: tuple[ZNode, ...]
+    sessions: tuple[tuple[int, str, int], ...]
+    first_zxid: int
+    last_zxid: int
+
+
+def _zookeeper_error(path: str, code: int) -> QuorumCommandError:
+    if code == -101:
+        return QuorumCommandError(f"Node does not exist: {path}")
+    if code == -8:
+        return QuorumCommandError(f"Invalid path: {path}")
+    return QuorumCommandError(f"{path}: ZooKeeper error {code}")
+
+
+def _znode(entry: Any) -> ZNode:
+    if int(entry.error_code) != 0:
+        raise _zookeeper_error(str(entry.path), int(entry.error_code))
+    stat = Stat(
+        czxid=int(entry.czxid),
+        mzxid=int(entry.mzxid),
+        pzxid=int(entry.pzxid),
+        ctime_ms=int(entry.ctime_ms),
+        mtime_ms=int(entry.mtime_ms),
+        version=int(entry.version),
+        cversion=int(entry.cversion),
+        ephemeral_owner=int(entry.ephemeral_owner),
+        data_length=int(entry.data_length),
+        num_children=int(entry.num_children),
+    )
+    return ZNode(str(entry.path), bytes(entry.data or b""), stat, tuple(entry.children))
+
+
+async def read_znodes(
+    connection: KafkaConnection,
+    path: str,
+    *,
+    data: bool = False,
+    children: bool = False,
+    recursive: bool = False,
+    sessions: bool = False,
+    page_nodes: int = MAX_NODES_PER_RESPONSE,
+) -> RemoteRead:
+    """Read `path` (with `recursive`, its whole subtree) page by page over `connection`.
+
+    The first page asks for a quorum barrier (`sync`), so the read sees every write
+    committed before the command started. Raises QuorumCommandError on any error.
+    """
+    nodes: list[ZNode] = []
+    found_sessions: tuple[tuple[int, str, int], ...] = ()
+    zxids: list[int] = []
+    resume_after: str | None = None
+    for page in range(MAX_PAGES):
+        request = DescribeZNodesRequestV0(
+            paths=(path,),
+            include_data=data,
+            include_stat=True,
+            include_children=children,
+            recursive=recursive,
+            max_nodes=page_nodes,  # type: ignore[arg-type]
+            resume_after=resume_after,
+            include_sessions=sessions and page == 0,
+            sync=page == 0,
+        )
+        try:
+            response = await connection.request(request)
+        except ConnectionBroken as error:
+            raise QuorumCommandError(
+                f"{error} (the node does not answer {DESCRIBE_ZNODES_API_NAME}, "
+                "trafka's own request: not a trafka node?)"
+            ) from None
+        if int(response.error_code) != 0:
+            raise QuorumCommandError(
+                f"{DESCRIBE_ZNODES_API_NAME} failed: {_kafka_error(response.error_code)}"
+                + (f" ({response.error_message})" if response.error_message else "")
+            )
+        nodes.extend(_znode(entry) for entry in response.entries)
+        zxids.append(int(response.last_zxid))
+        if page == 0:
+            found_sessions = tuple(
+                (int(s.session_id), str(s.owner), int(s.timeout_ms)) for s in response.sessions
+            )
+        if int(response.next_path_index) < 0:
+            return RemoteRead(tuple(nodes), found_sessions, zxids[0], zxids[-1])
+        resume_after = response.next_resume_after
+    raise QuorumCommandError(f"{path}: more than {MAX_PAGES} pages, refusing to read further")
+
+
+async def _remote(bootstrap: str, timeout_s: float, path: str, **flags: bool) -> RemoteRead:
+    host, port = _host_port(bootstrap)
+    try:
+        with trio.fail_after(timeout_s):
+            connection = await KafkaConnection.connect(host, port, client_id="ktool-quorum")
+            try:
+                return await read_znodes(connection, path, **flags)
+            finally:
+                await connection.close()
+    except trio.TooSlowError:
+        raise QuorumCommandError(f"{bootstrap} did not answer within {timeout_s} s") from None
+    except ClientError as error:
+        raise QuorumCommandError(str(error)) from None
+
+
+def _one(bootstrap: str, timeout_s: float, path: str, **flags: bool) -> ZNode:
+    return trio.run(lambda: _remote(bootstrap, timeout_s, path, **flags)).nodes[0]
+
+
+def export_remote(
+    read: RemoteRead, *, exported_at_ms: int, status: dict[str, Any]
+) -> dict[str, Any]:
+    """The export document (export.py's format, version 1) from a whole-tree remote read.
+
+    Each session's `ephemerals` are the nodes it owns (`ephemeral_owner`), sorted, as the
+    tree keeps them. `status.last_zxid` is the zxid of the last page (pages of a tree bigger
+    than 10,000 nodes are read one after another; `first_zxid` tells how far apart).
+    """
+    nodes = []
+    owned: dict[int, list[str]] = {}
+    for node in read.nodes:
+        try:
+            text: str | None = node.data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        stat = node.stat
+        if stat.ephemeral_owner:
+            owned.setdefault(stat.ephemeral_owner, []).append(node.path)
+        nodes.append(
+            {
+                "path": node.path,
+                "data": text,
+                "data_base64": base64.b64encode(node.data).decode("ascii"),
+                "czxid": stat.czxid,
+                "mzxid": stat.mzxid,
+                "pzxid": stat.pzxid,
+                "ctime_ms": stat.ctime_ms,
+                "mtime_ms": stat.mtime_ms,
+                "version": stat.version,
+                "cversion": stat.cversion,
+                "ephemeral_owner": stat.ephemeral_owner,
+                "data_length": stat.data_length,
+                "num_children": stat.num_children,
+            }
+        )
+    sessions = [
+        {
+            "session_id": session_id,
+            "owner": owner,
+            "timeout_ms": timeout_ms,
+            "ephemerals": sorted(owned.get(session_id, [])),
+        }
+        for session_id, owner, timeout_ms in sorted(read.sessions)
+    ]
+    last = {"last_zxid": read.last_zxid}
+    if read.first_zxid != read.last_zxid:
+        last["first_zxid"] = read.first_zxid
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at_ms": exported_at_ms,
+        "status": {**last, **status},
+        "nodes": nodes,
+        "sessions": sessions,
+    }
 
 
 def _run(action: Callable[[], str]) -> None:
@@ -440,6 +638,7 @@ def replication_command(
 @quorum_app.command("ls")
 def ls_command(
     path: Annotated[str, typer.Argument(help="A znode path.")] = "/",
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -447,16 +646,20 @@ def ls_command(
     timeout: TimeoutOption = 15.0,
 ) -> None:
     """The children of a znode."""
-    _run(
-        lambda: format_ls(
-            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.children(path)
-        )
-    )
+
+    def action() -> str:
+        if bootstrap_server:
+            return format_ls(_one(bootstrap_server, timeout, path, children=True).children)
+        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+        return format_ls(tree.children(path))
+
+    _run(action)
 
 
 @quorum_app.command("get")
 def get_command(
     path: Annotated[str, typer.Argument(help="A znode path.")],
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -464,16 +667,20 @@ def get_command(
     timeout: TimeoutOption = 15.0,
 ) -> None:
     """The data of a znode (UTF-8, or base64: when binary)."""
-    _run(
-        lambda: format_data(
-            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.get(path)[0]
-        )
-    )
+
+    def action() -> str:
+        if bootstrap_server:
+            return format_data(_one(bootstrap_server, timeout, path, data=True).data)
+        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+        return format_data(tree.get(path)[0])
+
+    _run(action)
 
 
 @quorum_app.command("stat")
 def stat_command(
     path: Annotated[str, typer.Argument(help="A znode path.")],
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -481,17 +688,21 @@ def stat_command(
     timeout: TimeoutOption = 15.0,
 ) -> None:
     """The Stat of a znode (zookeeper-shell's layout)."""
-    _run(
-        lambda: format_stat(
-            _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree.get(path)[1]
-        )
-    )
+
+    def action() -> str:
+        if bootstrap_server:
+            return format_stat(_one(bootstrap_server, timeout, path).stat)
+        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+        return format_stat(tree.get(path)[1])
+
+    _run(action)
 
 
 @quorum_app.command("tree")
 def tree_command(
     path: Annotated[str, typer.Argument(help="Root of the listing.")] = "/",
     with_data: Annotated[bool, typer.Option("--data", help="Show each node's data.")] = False,
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -501,6 +712,11 @@ def tree_command(
     """Every path under a znode, depth first."""
 
     def action() -> str:
+        if bootstrap_server:
+            read = trio.run(
+                lambda: _remote(bootstrap_server, timeout, path, recursive=True, data=with_data)
+            )
+            return format_tree([(n.path, n.data) for n in read.nodes], with_data=with_data)
         tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
         return format_tree([(p, d) for p, d, _ in tree.walk(path)], with_data=with_data)
 
@@ -510,6 +726,7 @@ def tree_command(
 @quorum_app.command("export")
 def export_command(
     out: Annotated[str, typer.Option("--out", help="Output file ('-' = stdout).")] = "-",
+    bootstrap_server: BootstrapOption = None,
     data_dir: DataDirOption = None,
     quorum_voters: VotersOption = None,
     secret: SecretOption = None,
@@ -519,12 +736,25 @@ def export_command(
     """Write the whole tree as JSON (format: docs/metadata-quorum.md)."""
 
     def action() -> str:
-        snapshot = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout)
-        document = export_tree(
-            snapshot.tree,
-            exported_at_ms=int(time.time() * 1000),
-            status=status_fields(snapshot.status, snapshot.source),
-        )
+        if bootstrap_server:
+            status = trio.run(_describe_quorum, bootstrap_server, timeout)
+            read = trio.run(
+                lambda: _remote(
+                    bootstrap_server, timeout, "/", recursive=True, data=True, sessions=True
+                )
+            )
+            document = export_remote(
+                read,
+                exported_at_ms=int(time.time() * 1000),
+                status=status_fields(status, "bootstrap-server"),
+            )
+        else:
+            snapshot = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout)
+            document = export_tree(
+                snapshot.tree,
+                exported_at_ms=int(time.time() * 1000),
+                status=status_fields(snapshot.status, snapshot.source),
+            )
         text = json.dumps(document, separators=(",", ":")) + "\n"
         if out == "-":
             return text

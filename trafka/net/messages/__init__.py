@@ -10,6 +10,9 @@ What is declared and why (docs/protocol.md has the full reasoning):
 * LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6), ControlledShutdown (7): the
   controller channel of the seeds (PROTO-19, PROTO-20), one non-flexible and one flexible
   version each.
+* TrafkaDescribeZNodes (10000) v0: NOT a Kafka API; reads the metadata quorum's znode tree
+  for `ktool quorum ls|get|stat|tree|export --bootstrap-server` (docs/protocol.md). Listed in
+  `PRIVATE_API_KEYS`: accepted by the node, never advertised in ApiVersions.
 
 NOT declared: Fetch v0-v3 (they need magic 0/1 down-conversion; every client we know
 uses v4+; Kafka 4.0 dropped them), OffsetCommit v0-v1 and OffsetFetch v0 (ZooKeeper-stored
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from . import controlled_shutdown as _cs
+from . import describe_znodes as _dz
 from . import leader_and_isr as _lai
 from . import list_offsets_v0 as _lo
 from . import produce_v0_v2 as _produce
@@ -46,6 +50,7 @@ DECLARED_REQUESTS: Mapping[tuple[int, int], type] = MappingProxyType(
         (7, 1): _cs.ControlledShutdownRequestV1,
         (7, 2): _cs.ControlledShutdownRequestV2,
         (7, 3): _cs.ControlledShutdownRequestV3,
+        (_dz.DESCRIBE_ZNODES_API_KEY, 0): _dz.DescribeZNodesRequestV0,
     }
 )
 
@@ -66,10 +71,20 @@ DECLARED_RESPONSES: Mapping[tuple[int, int], type] = MappingProxyType(
         (7, 1): _cs.ControlledShutdownResponseV1,
         (7, 2): _cs.ControlledShutdownResponseV1,
         (7, 3): _cs.ControlledShutdownResponseV3,
+        (_dz.DESCRIBE_ZNODES_API_KEY, 0): _dz.DescribeZNodesResponseV0,
     }
 )
 
 #: Names of the APIs kio does not know at all.
 DECLARED_API_NAMES: Mapping[int, str] = MappingProxyType(
-    {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown"}
+    {
+        4: "LeaderAndIsr",
+        5: "StopReplica",
+        6: "UpdateMetadata",
+        7: "ControlledShutdown",
+        _dz.DESCRIBE_ZNODES_API_KEY: _dz.DESCRIBE_ZNODES_API_NAME,
+    }
 )
+
+#: trafka's own (non-Kafka) API keys: served by the node, never advertised in ApiVersions.
+PRIVATE_API_KEYS: frozenset[int] = frozenset({_dz.DESCRIBE_ZNODES_API_KEY})

@@ -47,6 +47,8 @@ class ApiHandler:
     module: str
     advertised_min_version: int | None = None
     """Below min_version: advertised but rejected (Produce v0-2, KAFKA-18659)."""
+    advertised: bool = True
+    """False: served but left out of ApiVersions (trafka's non-Kafka APIs)."""
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -83,6 +85,7 @@ class HandlerRegistry:
                 h.max_version,
             )
             for h in self.handlers()
+            if h.advertised
         ]
 
 
@@ -96,8 +99,9 @@ def register(
     min_version: int,
     max_version: int,
     advertised_min_version: int | None = None,
+    advertised: bool = True,
 ) -> Callable[[HandleFunction], HandleFunction]:
-    """Decorator: register `handle` for `api_key` in the default registry."""
+    """Decorator: register `handle` for `api_key`; advertised=False: not in ApiVersions."""
 
     def decorate(handle: HandleFunction) -> HandleFunction:
         REGISTRY.add(
@@ -109,6 +113,7 @@ def register(
                 handle=handle,
                 module=getattr(handle, "__module__", "?"),
                 advertised_min_version=advertised_min_version,
+                advertised=advertised,
             )
         )
         return handle
