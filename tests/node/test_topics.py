@@ -170,3 +170,18 @@ async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
     with pytest.raises(TopicError) as caught:
         await again.delete("t")
     assert caught.value.error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def test_concurrent_creation_loses_with_topic_already_exists(tmp_path: Path) -> None:
+    first, second = _manager(tmp_path), _manager(tmp_path)
+    plan = first.check_create(
+        "race", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
+    )
+    again = second.check_create(
+        "race", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
+    )
+    await first.create("race", plan, {})
+    second._store = first._store  # the same tree, as two brokers share the quorum's
+    with pytest.raises(TopicError) as caught:
+        await second.create("race", again, {})
+    assert caught.value.error_code == ErrorCode.topic_already_exists

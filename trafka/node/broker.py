@@ -148,6 +148,11 @@ class Broker:
         assert self._replica_manager is not None, "broker not started"
         return self._replica_manager
 
+    @property
+    def quorum(self) -> Any:
+        """The node's `MetadataQuorum` (None when the store is not the replicated one)."""
+        return getattr(self.store, "quorum", None)
+
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
@@ -289,9 +294,17 @@ class Broker:
         if not self.config.get_bool("auto.create.topics.enable"):
             return None
         factor = min(self.config.get_int("default.replication.factor"), len(self.brokers) or 1)
-        return await self.create_topic(
-            name, self.config.get_int("num.partitions"), factor, {}, {}, validate_only=False
-        )
+        try:
+            return await self.create_topic(
+                name, self.config.get_int("num.partitions"), factor, {}, {}, validate_only=False
+            )
+        except TopicError as error:
+            if error.error_code != ErrorCode.topic_already_exists:
+                raise
+            # created concurrently (another Metadata request or broker): use that topic
+            await self.topics.refresh_topic(name)
+            await self._wait_for(lambda: self._has_leaders(name))
+            return self.topics.get(name)
 
     async def delete_topic(self, name: str) -> None:
         if not self.config.get_bool("delete.topic.enable"):

@@ -383,7 +383,12 @@ class TopicManager:
             nodes.append(
                 (znodes.partition_state_path(name, state.partition), self._state_json(state))
             )
-        await self._store.create_all(nodes)
+        try:
+            await self._store.create_all(nodes)
+        except NodeExists:  # another request or broker created it since check_create
+            raise TopicError(
+                ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
+            ) from None
         if configs:
             await self._store.put(
                 znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
