@@ -417,6 +417,14 @@ class BrokerChannel:
         self.service.submit(StopReplicaResponse(self.info.broker_id, errors))
 
 
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """An event whose step goes back to a waiting request handler (ElectLeaders, cancel)."""
+
+    event: ControllerEvent
+    reply: trio.MemorySendChannel[ControllerStep]
+
+
 @dataclass(slots=True)
 class _Seen:
     """The last contents fed to the controller, per watched path."""
@@ -468,6 +476,26 @@ class ControllerService:
             log.warning("controller event queue full: %s dropped", type(event).__name__)
         self.wake()
 
+    async def run_event(
+        self, event: ControllerEvent, timeout_s: float = 30.0
+    ) -> ControllerStep | None:
+        """Feed `event` and return its step (after its writes committed); None if this node
+        is not (or stops being) the controller or the step does not come in time."""
+        if not self.is_active:
+            return None
+        send, receive = trio.open_memory_channel[ControllerStep](1)
+        try:
+            self._send_events.send_nowait(_Reply(event, send))
+        except trio.WouldBlock:
+            return None
+        self.wake()
+        with trio.move_on_after(timeout_s):
+            try:
+                return await receive.receive()
+            except trio.EndOfChannel:
+                return None
+        return None
+
     def wake(self) -> None:
         """Any quorum watch fired: re-read soon."""
         self._wake.set()
@@ -506,7 +534,13 @@ class ControllerService:
                 event = self._receive_events.receive_nowait()
             except trio.WouldBlock:
                 break
-            await self._process(event)
+            if isinstance(event, _Reply):
+                with event.reply:
+                    step = await self._process(event.event)
+                    if step is not None:
+                        event.reply.send_nowait(step)
+            else:
+                await self._process(event)
             if not self._active():
                 return
         for change in self._changes():
@@ -604,10 +638,10 @@ class ControllerService:
             self._seen.isr_changes = isr_changes
         return events
 
-    async def _process(self, event: ControllerEvent) -> None:
+    async def _process(self, event: ControllerEvent) -> ControllerStep | None:
         controller = self.controller
         if controller is None:
-            return
+            return None
         step = controller.handle(event)
         while True:
             if await self._execute_writes(step):
@@ -617,12 +651,13 @@ class ControllerService:
             if self._failed_steps > MAX_CONSECUTIVE_FAILED_STEPS:
                 log.warning("controller: %d failed steps in a row: resigning", self._failed_steps)
                 await self._resign()
-                return
+                return None
             snapshot = read_snapshot(self.quorum)
             step = controller.handle(WritesFailed(snapshot))
         self._perform(step)
         if step.resigned or not controller.is_active:
             await self._resign()
+        return step
 
     async def _execute_writes(self, step: ControllerStep) -> bool:
         from trafka.metadata_quorum.tree import ZooKeeperError

@@ -64,6 +64,7 @@ from trafka.node.topics import TopicManager
 
 log_ = logging.getLogger("trafka.node.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -298,6 +299,11 @@ class ReplicaManager:
         from trafka.node.controller import tree_ops
         from trafka.node.controller_service import _ClientView
 
+        if self.quorum is not None:
+            try:  # the parent of the sequential notifications, so concurrent writers agree
+                await self.quorum.create_recursive(ISR_CHANGE_NOTIFICATION_PATH)
+            except ZooKeeperError as error:
+                log_.info("cannot create %s: %s", ISR_CHANGE_NOTIFICATION_PATH, error)
         async for write in self._isr_receive:
             succeeded, version = False, ZkVersion(-1)
             if self.quorum is not None:

@@ -5,8 +5,9 @@
 
 An older controller epoch gets STALE_CONTROLLER_EPOCH. Deleted partitions are answered one
 by one so the controller's deletion state machine can move each replica to
-ReplicaDeletionSuccessful (CTL-23, CTL-29); the topic leaves this node's cache when all
-its local replicas were deleted.
+ReplicaDeletionSuccessful (CTL-23, CTL-29). The metadata cache is not touched: a replica
+removed by a reassignment leaves its topic in place, and a deleted topic leaves the cache
+through UpdateMetadata's leader -2.
 
 Not implemented: v0 (ungrouped), v3's per-partition leader-epoch fencing (the controller's
 epoch fence is used instead).
@@ -58,6 +59,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except Exception:
             code = int(ErrorCode.kafka_storage_error)
         errors.append({"topic_name": topic, "partition_index": partition, "error_code": code})
-        if delete:
-            broker.topics.forget(topic)
     return build(response_class(request), {"error_code": 0, "partition_errors": errors})
