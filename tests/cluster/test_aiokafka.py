@@ -101,3 +101,34 @@ async def _admin(bootstrap: str) -> None:
 
 def test_admin_api(knode: KnodeCluster) -> None:
     asyncio.run(_admin(knode.bootstrap_servers))
+
+
+async def _reset(bootstrap: str) -> tuple[int, int]:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for i in range(5):
+            await producer.send_and_wait("aio-reset", f"value-{i}-".encode(), partition=0)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        partition = TopicPartition("aio-reset", 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 1000)  # beyond the end: OFFSET_OUT_OF_RANGE, then reset
+        async with asyncio.timeout(20):
+            while True:
+                batches = await consumer.getmany(timeout_ms=300)
+                records = [r for rs in batches.values() for r in rs]
+                if records:
+                    return records[0].offset, len(records)
+    finally:
+        await consumer.stop()
+
+
+def test_offset_out_of_range_resets_to_earliest(knode: KnodeCluster) -> None:
+    first_offset, _count = asyncio.run(_reset(knode.bootstrap_servers))
+    assert first_offset == 0

@@ -113,3 +113,40 @@ def test_admin_api(knode: KnodeCluster) -> None:
         assert "kp-admin" not in admin.list_topics()
     finally:
         admin.close()
+
+
+@pytest.mark.parametrize(("reset", "expected_first"), [("earliest", 0), ("latest", None)])
+def test_offset_out_of_range_resets(
+    knode: KnodeCluster, reset: str, expected_first: int | None
+) -> None:
+    topic = f"kp-reset-{reset}"
+    producer = KafkaProducer(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        for i in range(5):
+            producer.send(topic, value=f"value-{i}-".encode(), partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=knode.bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset=reset,
+        fetch_max_wait_ms=100,
+    )
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 1000)  # beyond the end: OFFSET_OUT_OF_RANGE, then reset
+        records = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not records:
+            for batch in consumer.poll(300).values():
+                records.extend(batch)
+            if expected_first is None and consumer.position(partition) == 5:
+                break
+        if expected_first is None:
+            assert records == []
+            assert consumer.position(partition) == 5
+        else:
+            assert records and records[0].offset == expected_first
+    finally:
+        consumer.close()
