@@ -150,3 +150,33 @@ def test_offset_out_of_range_resets(
             assert records and records[0].offset == expected_first
     finally:
         consumer.close()
+
+
+def test_cluster_log_dirs_and_delete_records(knode: KnodeCluster) -> None:
+    producer = KafkaProducer(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        for i in range(10):
+            producer.send("kp-records", value=f"value-{i}-".encode(), partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        cluster = admin.describe_cluster()
+        assert cluster["controller_id"] == 1
+        assert len(cluster["brokers"]) == 1, cluster
+        assert cluster["cluster_id"]
+
+        log_dirs = repr(admin.describe_log_dirs())
+        assert "kp-records" in log_dirs
+
+        partition = TopicPartition("kp-records", 0)
+        result = admin.delete_records({partition: 4})
+        assert "4" in repr(result)
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=knode.bootstrap_servers)
+    try:
+        assert consumer.beginning_offsets([partition])[partition] == 4
+        assert consumer.end_offsets([partition])[partition] == 10
+    finally:
+        consumer.close()
