@@ -1,0 +1,185 @@
+"""Cluster operations on real processes (issue 5): reassignment, preferred election and topic
+deletion across three knode processes, driven through `ktool` as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.support.cluster import KnodeCluster
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+SETTINGS = [
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=300",
+    "replica.lag.time.max.ms=2000",
+    "replica.fetch.wait.max.ms=200",
+    "auto.leader.rebalance.enable=false",
+]
+
+
+def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trafka.tools.ktool",
+            *args,
+            "--bootstrap-server",
+            cluster.address(1),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _cluster(tmp_path: Path) -> KnodeCluster:
+    cluster = KnodeCluster(tmp_path, node_count=3, settings=SETTINGS, start=False)
+    for node_id in cluster.nodes:
+        cluster.start(node_id, wait=False)
+    try:
+        for node_id in cluster.nodes:
+            cluster.wait_ready(node_id, timeout_s=90)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _partitions(admin: AdminClient, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, sorted isr)."""
+    metadata = admin.list_topics(topic, timeout=5).topics[topic]
+    return {
+        p.id: (int(p.leader), list(p.replicas), sorted(p.isrs))
+        for p in metadata.partitions.values()
+    }
+
+
+def _dirs(cluster: KnodeCluster, topic: str) -> set[tuple[int, str]]:
+    return {
+        (node_id, path.name)
+        for node_id, node in cluster.nodes.items()
+        if node.data_dir.exists()
+        for path in node.data_dir.iterdir()
+        if path.name.startswith(f"{topic}-")
+    }
+
+
+def test_reassign_preferred_elect_and_delete(tmp_path: Path) -> None:
+    with _cluster(tmp_path) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        created = _ktool(cluster, "topics", "create", "moving", "--replica-assignment", "1:2,2:1")
+        assert created.returncode == 0, created.stderr + cluster.describe_failure()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for number in range(1000):
+            producer.produce("moving", str(number).encode(), partition=number % 2)
+        assert producer.flush(30) == 0
+
+        # Reassignment: {1,2} -> {2,3} and {2,1} -> {3,1}.
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": "moving", "partition": 0, "replicas": [2, 3]},
+                        {"topic": "moving", "partition": 1, "replicas": [3, 1]},
+                    ],
+                }
+            )
+        )
+        executed = _ktool(cluster, "reassign", "execute", "--reassignment-json-file", str(plan))
+        assert executed.returncode == 0, executed.stderr
+        assert "Successfully started partition reassignment(s) for moving-0,moving-1" in (
+            executed.stdout
+        )
+        assert '"replicas":[1,2]' in executed.stdout  # the rollback plan
+        wait_until(
+            lambda: (
+                _ktool(
+                    cluster, "reassign", "verify", "--reassignment-json-file", str(plan)
+                ).returncode
+                == 0
+            ),
+            timeout_s=30,
+            what="the reassignment to complete",
+        )
+        verified = _ktool(cluster, "reassign", "verify", "--reassignment-json-file", str(plan))
+        assert "Reassignment of partition moving-0 is completed." in verified.stdout
+        state = _partitions(admin, "moving")
+        assert state[0][1] == [2, 3] and state[1][1] == [3, 1]
+        wait_until(
+            lambda: (
+                (1, "moving-0") not in _dirs(cluster, "moving")
+                and (2, "moving-1") not in _dirs(cluster, "moving")
+            ),
+            timeout_s=20,
+            what="the removed replicas' logs deleted",
+        )
+        assert (3, "moving-0") in _dirs(cluster, "moving")
+        listed = _ktool(cluster, "reassign", "list")
+        assert listed.stdout.strip() == "No partition reassignments found."
+
+        # Preferred election: kill partition 0's preferred leader (2), restart it, elect.
+        wait_until(
+            lambda: _partitions(admin, "moving")[0][2] == [2, 3],
+            timeout_s=20,
+            what="broker 3 in moving-0's ISR",
+        )
+        assert _partitions(admin, "moving")[0][0] == 2
+        cluster.kill(2)
+        wait_until(
+            lambda: _partitions(admin, "moving")[0][0] == 3, timeout_s=20, what="3 leads moving-0"
+        )
+        cluster.start(2, wait=False)
+        cluster.wait_ready(2, timeout_s=60)
+        wait_until(
+            lambda: _partitions(admin, "moving")[0][2] == [2, 3],
+            timeout_s=30,
+            what="broker 2 back in moving-0's ISR",
+        )
+        elected = _ktool(cluster, "preferred-elect", "--all-topic-partitions")
+        assert elected.returncode == 0, elected.stderr
+        assert "Successfully completed leader election (PREFERRED) for partitions moving-0" in (
+            elected.stdout
+        )
+        wait_until(
+            lambda: _partitions(admin, "moving")[0][0] == 2, timeout_s=10, what="2 leads again"
+        )
+        again = _ktool(cluster, "preferred-elect", "--topic", "moving", "--partition", "0")
+        assert "Valid replica already elected for partitions moving-0" in again.stdout
+
+        # Every message survived the moves and the failover.
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "check",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe(["moving"])
+        seen: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 1000 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(int(message.value()))  # type: ignore[arg-type]
+        consumer.close()
+        assert seen == set(range(1000))
+
+        # Deletion removes the files on every broker.
+        deleted = _ktool(cluster, "topics", "delete", "moving")
+        assert deleted.returncode == 0, deleted.stderr
+        wait_until(lambda: not _dirs(cluster, "moving"), timeout_s=20, what="logs deleted")
+        assert "moving" not in admin.list_topics(timeout=5).topics
