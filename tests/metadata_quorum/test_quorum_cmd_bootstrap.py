@@ -21,6 +21,7 @@ from trafka.net import protocol
 from trafka.net.client import KafkaConnection
 from trafka.net.messages.describe_znodes import (
     DESCRIBE_ZNODES_API_KEY,
+    MAX_RESPONSE_BYTES,
     DescribeZNodesRequestV0,
 )
 from trafka.net.server import KafkaServer, Listener, RequestContext
@@ -158,3 +159,27 @@ async def test_describe_pages_resume_and_bounds(tmp_path: Path) -> None:
     no_quorum = types.SimpleNamespace(broker=types.SimpleNamespace(quorum=None))
     answer = await describe_znodes.handle(no_quorum, DescribeZNodesRequestV0(paths=("/",)))  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.broker_not_available
+
+
+async def test_a_page_stays_within_the_byte_budget(tmp_path: Path) -> None:
+    config = make_config(1, (Voter(1, "127.0.0.1", 1),), tmp_path)
+    async with open_metadata_quorum(config, transport_factory=LocalTransport) as quorum:
+        await quorum.wait_ready()
+        await quorum.create("/big")
+        for index in range(12):
+            await quorum.create(f"/big/n{index:02d}", bytes([index]) * 1_000_000)
+        pages, resume, seen = 0, None, []
+        while True:
+            request = DescribeZNodesRequestV0(
+                paths=("/big",), recursive=True, include_data=True, resume_after=resume
+            )
+            page = quorum.read_local(lambda tree, r=request: describe(tree, r))
+            pages += 1
+            assert sum(len(e.data or b"") for e in page.entries) <= MAX_RESPONSE_BYTES
+            seen += [e.path for e in page.entries]
+            if page.next_path_index < 0:
+                break
+            assert page.next_path_index == 0 and page.next_resume_after == seen[-1]
+            resume = page.next_resume_after
+        assert pages == 2
+        assert seen == ["/big", *(f"/big/n{index:02d}" for index in range(12))]
