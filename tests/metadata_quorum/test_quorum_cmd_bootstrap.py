@@ -183,3 +183,16 @@ async def test_a_page_stays_within_the_byte_budget(tmp_path: Path) -> None:
             resume = page.next_resume_after
         assert pages == 2
         assert seen == ["/big", *(f"/big/n{index:02d}" for index in range(12))]
+
+
+async def test_a_resume_point_outside_the_walk_is_bad_arguments(tmp_path: Path) -> None:
+    config = make_config(1, (Voter(1, "127.0.0.1", 1),), tmp_path)
+    async with open_metadata_quorum(config, transport_factory=LocalTransport) as quorum:
+        await quorum.wait_ready()
+        await _fill(quorum)
+        for resume in ("/controller", "/brokersx", "bad"):
+            request = DescribeZNodesRequestV0(
+                paths=("/brokers",), recursive=True, resume_after=resume
+            )
+            page = quorum.read_local(lambda tree, r=request: describe(tree, r))
+            assert [(e.path, int(e.error_code)) for e in page.entries] == [("/brokers", -8)]

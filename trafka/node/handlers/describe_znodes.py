@@ -25,7 +25,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum.tree import (
-    NoNodeError,
+    BadArgumentsError,
     ZNodeTree,
     ZooKeeperError,
     join_path,
@@ -68,7 +68,7 @@ def walk_from(tree: ZNodeTree, root: str, after: str | None) -> Iterator[str]:
     With `after` (a path under `root`, possibly deleted since): the paths that come after it
     in that order, without walking what precedes it (ancestors' later siblings are stacked
     from the top down, then `after`'s own children). Pure; raises ZooKeeperError when `root`
-    is missing or `after` is not under it.
+    is missing or `after` is not a path under it.
     """
     tree.get(root)  # NoNodeError / BadArgumentsError
     stack: list[str]
@@ -76,9 +76,9 @@ def walk_from(tree: ZNodeTree, root: str, after: str | None) -> Iterator[str]:
         stack = [root]
     else:
         prefix = root if root == "/" else root + "/"
+        validate_path(after)
         if after != root and not after.startswith(prefix):
-            validate_path(after)
-            raise NoNodeError(after, f"{after} is not under {root}")
+            raise BadArgumentsError(after, f"resume_after {after} is not under {root}")
         chain: list[str] = []
         current = after
         while current != root:
