@@ -1,8 +1,8 @@
 """Produce and consume throughput: one knode against librdkafka's mock cluster (issue 3).
 
     .venv/bin/python bench/produce_consume.py [--messages 1000000] [--producers 2]
-        [--repeat 3] [--linger-ms 5] [--batch-size 1000000] [--only knode|mock]
-        [--py-spy FILE]
+        [--repeat 3] [--linger-ms 5] [--batch-size 1000000] [--fetch-bytes 1048576]
+        [--only knode|mock] [--py-spy FILE]
 
 In ONE run, for each repeat, the same load goes first to librdkafka's in-process mock
 cluster (a confluent-kafka client with `test.mock.num.brokers: 1`, held by this process;
@@ -16,7 +16,11 @@ directory):
   process connects and delivers one warm-up message first, then they start together at a
   barrier. Rate = messages / (last flush done - first produce started).
 * consume: one confluent-kafka Consumer process (no group: `assign` partition 0 at the log
-  start, `consume(num_messages=10000)` batches) reads as many messages as were produced.
+  start, `consume(num_messages=10000)` batches, `max.partition.fetch.bytes` =
+  `--fetch-bytes`, librdkafka's 1 MiB by default; `fetch.queue.backoff.ms` = 10 instead of
+  1000: otherwise librdkafka pauses fetching for a second whenever its local queue holds
+  more than `queued.min.messages`, which a Python consumer always lets happen) reads as
+  many messages as were produced.
   Rate = messages / (last batch - assign). knode serves its whole log; the mock keeps
   only the last ~5 MB of a partition (~45k messages), so there the consumer re-reads that
   window (seek back to the log start) until it has read the same count.
@@ -131,7 +135,9 @@ def producer_process(
     results.put((started, finished, errors + left, own_cpu_seconds() - cpu_started))
 
 
-def consumer_process(bootstrap: str, topic: str, expected: int, results: Any) -> None:
+def consumer_process(
+    bootstrap: str, topic: str, expected: int, fetch_bytes: int, results: Any
+) -> None:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -140,6 +146,9 @@ def consumer_process(bootstrap: str, topic: str, expected: int, results: Any) ->
             "group.id": "bench",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "max.partition.fetch.bytes": fetch_bytes,
+            "fetch.queue.backoff.ms": 10,
+            "fetch.max.bytes": max(fetch_bytes, 52_428_800),
         }
     )
     try:
@@ -219,11 +228,15 @@ def produce_phase(
     return messages / elapsed, float(sum(o[3] for o in outcomes))
 
 
-def consume_phase(bootstrap: str, topic: str, expected: int) -> tuple[float, float]:
+def consume_phase(
+    bootstrap: str, topic: str, expected: int, fetch_bytes: int
+) -> tuple[float, float]:
     """(messages/s, CPU seconds of the consumer process)."""
     context = mp.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=consumer_process, args=(bootstrap, topic, expected, results))
+    process = context.Process(
+        target=consumer_process, args=(bootstrap, topic, expected, fetch_bytes, results)
+    )
     process.start()
     ((started, finished, received, cpu),) = _collect([process], results)
     if received < expected:
@@ -257,7 +270,7 @@ def measure(
     cpu_produce = cpu_seconds() - cpu_before
     expected = args.messages + args.producers  # + one warm-up message per producer
     cpu_before = cpu_seconds()
-    consumed, consumer_cpu = consume_phase(bootstrap, topic, expected)
+    consumed, consumer_cpu = consume_phase(bootstrap, topic, expected, args.fetch_bytes)
     cpu_consume = cpu_seconds() - cpu_before
     millions = expected / 1e6
     return Rates(
@@ -390,6 +403,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1_000_000)
+    parser.add_argument("--fetch-bytes", type=int, default=1_048_576)
     parser.add_argument("--only", choices=["knode", "mock"])
     parser.add_argument("--py-spy", metavar="FILE")
     args = parser.parse_args()
@@ -403,7 +417,8 @@ def main() -> None:
     )
     print(
         f"{args.messages:,} x {MESSAGE_BYTES} B to 1 partition, acks=1, {args.producers} "
-        f"producer processes, linger.ms={args.linger_ms}, batch.size={args.batch_size}"
+        f"producer processes, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
+        f"consumer max.partition.fetch.bytes={args.fetch_bytes}"
     )
     runs: list[dict[str, Rates]] = []
     for run in range(args.repeat):
