@@ -43,6 +43,7 @@ from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId as BrokerIdWire
 
 from trafka.metadata_quorum import znodes
 from trafka.net import protocol
@@ -131,6 +132,8 @@ class Broker:
         self._next_producer_id = 0
         self._producer_id_block_end = -1
         self._producer_id_lock = trio.Lock()
+        self._supported: protocol.SupportedApis | None = None
+        self._supported_ready = trio.Event()
         self.quorum_event_listeners: list[Callable[[Any], None]] = []
         """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
         self.controller_service: Any = None
@@ -214,6 +217,58 @@ class Broker:
                 isr=isr,
             )
         return unknown
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaders away before it stops (CTL-43,
+        EXT-12): ControlledShutdown v3 with this registration's epoch, retried
+        `controlled.shutdown.max.retries` times while partitions remain (backoff capped at
+        1 s so SIGTERM stays prompt). Returns whether the controller confirmed."""
+        from kio.static.primitive import i64
+
+        from trafka.net.client import ClientError, KafkaConnection
+        from trafka.net.messages.controlled_shutdown import ControlledShutdownRequestV3
+
+        quorum = self.quorum
+        if quorum is None or not self.config.get_bool("controlled.shutdown.enable"):
+            return False
+        stat = quorum.exists_local(znodes.broker_path(self.node_id))
+        broker_epoch = -1 if stat is None else int(stat.czxid)
+        backoff_s = min(1.0, self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000)
+        for attempt in range(max(1, self.config.get_int("controlled.shutdown.max.retries"))):
+            endpoint = self.endpoint_for(self.controller_id())
+            if endpoint is not None:
+                try:
+                    connection = await KafkaConnection.connect(
+                        endpoint[0],
+                        endpoint[1],
+                        client_id=f"broker-{self.node_id}",
+                        connect_timeout_s=2.0,
+                        request_timeout_s=10.0,
+                    )
+                    try:
+                        response = await connection.request(
+                            ControlledShutdownRequestV3(
+                                broker_id=BrokerIdWire(self.node_id),
+                                broker_epoch=i64(broker_epoch),
+                            )
+                        )
+                    finally:
+                        await connection.close()
+                    remaining = len(response.remaining_partitions)
+                    if int(response.error_code) == 0 and remaining == 0:
+                        log.info("controlled shutdown succeeded")
+                        return True
+                    log.info(
+                        "controlled shutdown attempt %d: error %s, %d partitions remaining",
+                        attempt + 1,
+                        response.error_code,
+                        remaining,
+                    )
+                except ClientError as error:
+                    log.info("controlled shutdown attempt %d failed: %s", attempt + 1, error)
+            await trio.sleep(backoff_s)
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+        return False
 
     async def _wait_for(self, condition: Callable[[], bool]) -> bool:
         with trio.move_on_after(ADMIN_WAIT_S):
@@ -642,6 +697,12 @@ class Broker:
         )
         return await handler.handle(ctx, request)
 
+    async def _prepare_supported_apis(self) -> None:
+        """Build (and schema-check) the version table in a worker thread while the quorum
+        starts: it imports every kio message module (~1 s)."""
+        self._supported = await trio.to_thread.run_sync(self.supported_apis)
+        self._supported_ready.set()
+
     def supported_apis(self) -> protocol.SupportedApis:
         return protocol.SupportedApis(
             protocol.ApiVersionRange(
@@ -661,9 +722,9 @@ class Broker:
             connections_max_idle_ms=self.config.get_int("connections.max.idle.ms"),
             max_in_flight_requests=min(self.config.get_int("queued.max.requests"), 64),
         )
-        kafka_server = net_server.KafkaServer(
-            self._handle_net_request, self.supported_apis(), config
-        )
+        await self._supported_ready.wait()
+        assert self._supported is not None
+        kafka_server = net_server.KafkaServer(self._handle_net_request, self._supported, config)
         listeners = [
             net_server.Listener(listener.name, listener.host or "0.0.0.0", listener.port)
             for listener in self.config.listeners
@@ -699,6 +760,7 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as quorum_nursery:
+            quorum_nursery.start_soon(self._prepare_supported_apis)
             try:
                 store = await self._open_store(quorum_nursery)
                 self.store = store
