@@ -261,3 +261,91 @@ def test_sigstopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
             timeout_s=20,
             what="the controller's metadata shows the full ISR",
         )
+
+
+def test_rolling_sigterm_restart_under_load_loses_nothing(tmp_path: Path) -> None:
+    """Each node in turn gets SIGTERM (controlled shutdown: its leaders move first) and is
+    started again while an idempotent acks=all producer keeps sending."""
+    with _cluster(tmp_path, SETTINGS) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        _create_topic(admin, "rolling", partitions=3)
+        acked: list[int] = []
+        fatal: list[str] = []
+
+        def delivered(error: KafkaError | None, message: object) -> None:
+            if error is None:
+                acked.append(int(message.value()))  # type: ignore[attr-defined]
+            else:
+                fatal.append(str(error))
+
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "retry.backoff.ms": 100,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        number = 0
+
+        def produce_for(seconds: float) -> None:
+            nonlocal number
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                try:
+                    producer.produce(
+                        "rolling",
+                        str(number).encode(),
+                        key=str(number).encode(),
+                        on_delivery=delivered,
+                    )
+                    number += 1
+                except BufferError:
+                    pass
+                producer.poll(0.001)
+
+        produce_for(1.0)
+        for node_id in cluster.nodes:
+            stopped_at = time.monotonic()
+            assert cluster.stop(node_id) == 0
+            assert time.monotonic() - stopped_at < 15
+            produce_for(1.0)
+            cluster.start(node_id, wait=False)
+            cluster.wait_ready(node_id, timeout_s=60)
+            wait_until(
+                lambda: all(
+                    sorted(p.isrs) == [1, 2, 3]
+                    for p in admin.list_topics("rolling", timeout=5)
+                    .topics["rolling"]
+                    .partitions.values()
+                ),
+                timeout_s=30,
+                what=f"node {node_id} back in every ISR",
+            )
+            produce_for(1.0)
+        assert producer.flush(60) == 0
+        assert not fatal, fatal[:5]
+        assert len(acked) == number
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "rolling-check",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["rolling"])
+        consumed: set[int] = set()
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and len(consumed) < number:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                consumed.add(int(message.value()))  # type: ignore[arg-type]
+        consumer.close()
+        assert consumed == set(range(number))
+        for node_id in cluster.nodes:
+            log_text = cluster.nodes[node_id].stderr_path.read_text()
+            assert "controlled shutdown succeeded" in log_text, cluster.describe_failure()
