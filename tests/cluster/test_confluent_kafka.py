@@ -231,3 +231,28 @@ def test_restart_keeps_acknowledged_data_and_topics(tmp_path: object, hard: bool
         assert sorted(v for _, _, v, *_ in received) == sorted(acknowledged)
         admin = _admin(cluster)
         assert len(admin.list_topics(timeout=10).topics["durable"].partitions) == 2
+
+
+def test_create_with_explicit_assignments(knode: KnodeCluster) -> None:
+    admin = _admin(knode)
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                "cfk-assigned",
+                num_partitions=3,  # confluent-kafka wants the count; it sends -1 on the wire
+                replica_assignment=[[1], [1], [1]],
+            ),
+            NewTopic(
+                "cfk-bad-assignment",
+                num_partitions=1,
+                replica_assignment=[[7]],
+            ),
+        ]
+    )
+    futures["cfk-assigned"].result(15)
+    partitions = admin.list_topics(timeout=10).topics["cfk-assigned"].partitions
+    assert sorted(partitions) == [0, 1, 2]
+    assert all(p.replicas == [1] for p in partitions.values())
+    with pytest.raises(Exception) as caught:
+        futures["cfk-bad-assignment"].result(15)
+    assert caught.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
