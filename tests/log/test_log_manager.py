@@ -158,3 +158,17 @@ def test_partition_metadata_names_the_topic_id(tmp_path: Path) -> None:
     assert path.read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
     assert read_partition_metadata(path) == "AAAAAAAAAAAAAAAAAAAAAQ"
     logs.close()
+
+
+def test_the_quorum_dir_is_skipped_silently_and_strangers_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "quorum").mkdir()
+    (tmp_path / "stray").mkdir()
+    loaded = manager([tmp_path])
+    try:
+        assert list(loaded.partitions()) == []
+    finally:
+        loaded.close()
+    warned = [r.getMessage() for r in caplog.records if "not a partition directory" in r.message]
+    assert len(warned) == 1 and "stray" in warned[0]

@@ -83,6 +83,12 @@ class MaintenanceReport:
     producers_expired: int
 
 
+RESERVED_DIR_NAMES = frozenset({"quorum"})
+"""Directories a node keeps inside a log dir for itself, skipped silently when loading logs:
+`quorum` holds the metadata quorum's journal and snapshots (trafka.node.broker). Neither is
+a valid partition directory name (no `-<partition>` suffix)."""
+
+
 class LogManager:
     """The node's partition logs across several log dirs."""
 
@@ -139,6 +145,8 @@ class LogManager:
                 continue
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)
+                continue
+            if child.name in RESERVED_DIR_NAMES:
                 continue
             try:
                 topic, partition = parse_topic_partition(child)
