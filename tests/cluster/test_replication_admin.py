@@ -4,6 +4,8 @@ deletion across three knode processes, driven through `ktool` as a user would.""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +30,7 @@ SETTINGS = [
 
 
 def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    address = ",".join(cluster.address(n) for n, node in cluster.nodes.items() if node.running)
     return subprocess.run(
         [
             sys.executable,
@@ -35,7 +38,7 @@ def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str
             "trafka.tools.ktool",
             *args,
             "--bootstrap-server",
-            cluster.address(1),
+            address,
         ],
         capture_output=True,
         text=True,
@@ -183,3 +186,96 @@ def test_reassign_preferred_elect_and_delete(tmp_path: Path) -> None:
         assert deleted.returncode == 0, deleted.stderr
         wait_until(lambda: not _dirs(cluster, "moving"), timeout_s=20, what="logs deleted")
         assert "moving" not in admin.list_topics(timeout=5).topics
+
+
+def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
+    tmp_path: Path,
+) -> None:
+    settings = [
+        "broker.session.timeout.ms=6000",
+        "broker.heartbeat.interval.ms=300",
+        "replica.lag.time.max.ms=1500",
+        "replica.fetch.wait.max.ms=200",
+        "unclean.leader.election.enable=false",
+        "auto.leader.rebalance.enable=false",
+    ]
+    cluster = KnodeCluster(tmp_path, node_count=3, settings=settings, start=False)
+    for node_id in cluster.nodes:
+        cluster.start(node_id, wait=False)
+    with cluster:
+        for node_id in cluster.nodes:
+            cluster.wait_ready(node_id, timeout_s=90)
+        admin = AdminClient({"bootstrap.servers": cluster.address(3)})
+
+        # Deletion while broker 3 is down completes when it returns (CTL-30).
+        created = _ktool(cluster, "topics", "create", "gone", "--replica-assignment", "1:2:3")
+        assert created.returncode == 0, created.stderr
+        wait_until(lambda: len(_dirs(cluster, "gone")) == 3, timeout_s=20, what="3 replicas")
+        cluster.kill(3)
+        admin = AdminClient({"bootstrap.servers": cluster.address(1)})
+        wait_until(
+            lambda: 3 not in admin.list_topics(timeout=5).brokers,
+            timeout_s=20,
+            what="broker 3 gone",
+        )
+        _ktool(cluster, "topics", "delete", "gone")
+        wait_until(
+            lambda: _dirs(cluster, "gone") == {(3, "gone-0")},
+            timeout_s=20,
+            what="the live replicas deleted",
+        )
+        cluster.start(3, wait=False)
+        cluster.wait_ready(3, timeout_s=60)
+        wait_until(lambda: not _dirs(cluster, "gone"), timeout_s=30, what="replica 3 deleted")
+        wait_until(
+            lambda: "gone" not in admin.list_topics(timeout=5).topics,
+            timeout_s=20,
+            what="the topic gone",
+        )
+
+        # Unclean election: partition on {1,2}; 2 falls out of the ISR (SIGSTOP past the lag
+        # time, shorter than its session), then leader 1 dies: no clean leader is left.
+        created = _ktool(cluster, "topics", "create", "dirty", "--replica-assignment", "1:2")
+        assert created.returncode == 0, created.stderr
+        admin = AdminClient({"bootstrap.servers": cluster.address(3)})
+        wait_until(
+            lambda: _partitions(admin, "dirty")[0][2] == [1, 2], timeout_s=20, what="ISR {1,2}"
+        )
+        process = cluster.nodes[2].process
+        assert process is not None
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            # Asked of the leader itself, over one connection (a librdkafka client could
+            # pick the stopped broker).
+            wait_until(
+                lambda: "\tIsr: 1\t" in _ktool(cluster, "topics", "describe", "dirty").stdout,
+                timeout_s=5,
+                what="2 out of the ISR",
+            )
+            cluster.kill(1)
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        wait_until(
+            lambda: 1 not in admin.list_topics(timeout=5).brokers,
+            timeout_s=20,
+            what="broker 1 gone",
+        )
+        leader, _, isr = _partitions(admin, "dirty")[0]
+        assert leader == -1 and isr == [1]  # unclean.leader.election.enable=false
+        elected = _ktool(
+            cluster,
+            "preferred-elect",
+            "--election-type",
+            "unclean",
+            "--topic",
+            "dirty",
+            "--partition",
+            "0",
+        )
+        assert elected.returncode == 0, elected.stderr + elected.stdout
+        assert "Successfully completed leader election (UNCLEAN) for partitions dirty-0" in (
+            elected.stdout
+        )
+        wait_until(lambda: _partitions(admin, "dirty")[0][0] == 2, timeout_s=10, what="2 leads")
+        logs = "".join(n.stderr_path.read_text() for n in cluster.nodes.values())
+        assert "UNCLEAN leader election: dirty-0 leader 2" in logs
