@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/produce_consume.py [--messages 1000000] [--producers 2]
         [--repeat 3] [--linger-ms 5] [--batch-size 1000000] [--fetch-bytes 1048576]
-        [--only knode|mock] [--py-spy FILE]
+        [--client python|kcat] [--only knode|mock] [--py-spy FILE]
 
 In ONE run, for each repeat, the same load goes first to librdkafka's in-process mock
 cluster (a confluent-kafka client with `test.mock.num.brokers: 1`, held by this process;
@@ -15,6 +15,11 @@ directory):
   no compression, 100-byte values, no keys, all to partition 0 of the topic; every
   process connects and delivers one warm-up message first, then they start together at a
   barrier. Rate = messages / (last flush done - first produce started).
+* `--client kcat` instead uses C load generators (Debian's kcat, librdkafka 2.0.2): the
+  producers are kcat processes (`-P -p 0 -l FILE`, one 100-byte message per line), the
+  consumer one `kcat -C -o beginning -c N` (knode only: kcat cannot re-read the mock's
+  window). They cost the machine far less CPU per message than the Python clients, so
+  they show the broker's limits better.
 * consume: one confluent-kafka Consumer process (no group: `assign` partition 0 at the log
   start, `consume(num_messages=10000)` batches, `max.partition.fetch.bytes` =
   `--fetch-bytes`, librdkafka's 1 MiB by default; `fetch.queue.backoff.ms` = 10 instead of
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import multiprocessing as mp
 import os
 import platform
@@ -245,6 +251,78 @@ def consume_phase(
     return float(received) / elapsed, float(cpu)
 
 
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+_KCAT_FILES: dict[tuple[int, int], list[Path]] = {}
+_KCAT_DIRECTORY = tempfile.TemporaryDirectory(prefix="bench-kcat-")
+
+
+def kcat_input_files(messages: int, producers: int) -> list[Path]:
+    """One file per kcat producer with its share of the messages, one per line; written
+    once per run (outside the measured interval)."""
+    key = (messages, producers)
+    if key not in _KCAT_FILES:
+        files = []
+        for i in range(producers):
+            count = messages // producers + (1 if i < messages % producers else 0)
+            path = Path(_KCAT_DIRECTORY.name) / f"messages-{producers}-{i}.txt"
+            path.write_bytes((b"x" * MESSAGE_BYTES + b"\n") * count)
+            files.append(path)
+        _KCAT_FILES[key] = files
+    return _KCAT_FILES[key]
+
+
+def kcat_produce_phase(
+    bootstrap: str, topic: str, messages: int, producers: int, settings: dict[str, Any]
+) -> tuple[float, float]:
+    """`producers` kcat processes (`-P -l FILE`, one 100-byte message per line of FILE),
+    started together; (messages/s from the first start to the last exit, their CPU s)."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise SystemExit("kcat is not installed: apt-get install kcat")
+    options = [f"-X{key}={value}" for key, value in {"acks": 1, **settings}.items()]
+    files = kcat_input_files(messages, producers)
+    cpu_before = children_cpu_seconds()
+    started = time.perf_counter()
+    processes = [
+        subprocess.Popen(
+            [kcat, "-b", bootstrap, "-P", "-t", topic, "-p", "0", *options, "-l", str(path)],
+            stderr=subprocess.PIPE,
+        )
+        for path in files
+    ]
+    for process in processes:
+        _, stderr = process.communicate(timeout=PHASE_TIMEOUT_S)
+        if process.returncode != 0:
+            raise RuntimeError(f"kcat producer failed: {stderr.decode(errors='replace')}")
+    elapsed = time.perf_counter() - started
+    return messages / elapsed, children_cpu_seconds() - cpu_before
+
+
+def kcat_consume_phase(bootstrap: str, topic: str, expected: int) -> tuple[float, float]:
+    """One `kcat -C -o beginning -c N` printing only offsets to /dev/null."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None
+    cpu_before = children_cpu_seconds()
+    started = time.perf_counter()
+    command = [kcat, "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning"]
+    command += ["-c", str(expected), "-q", "-f", "%o\n"]
+    result = subprocess.run(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=PHASE_TIMEOUT_S,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"kcat consumer failed: {result.stderr.decode(errors='replace')}")
+    return expected / elapsed, children_cpu_seconds() - cpu_before
+
+
 def create_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -259,19 +337,28 @@ def measure(
     cpu_seconds: Callable[[], float],
     *,
     create: bool,
+    is_mock: bool,
 ) -> Rates:
     settings = {"linger.ms": args.linger_ms, "batch.size": args.batch_size}
     if create:
         create_topic(bootstrap, topic)
+    kcat = args.client == "kcat"
+    if kcat:
+        kcat_input_files(args.messages, args.producers)
     cpu_before = cpu_seconds()
-    produced, producers_cpu = produce_phase(
-        bootstrap, topic, args.messages, args.producers, settings
-    )
+    produce = kcat_produce_phase if kcat else produce_phase
+    produced, producers_cpu = produce(bootstrap, topic, args.messages, args.producers, settings)
     cpu_produce = cpu_seconds() - cpu_before
-    expected = args.messages + args.producers  # + one warm-up message per producer
+    # The Python producers each deliver one warm-up message first.
+    expected = args.messages + (0 if kcat else args.producers)
     cpu_before = cpu_seconds()
-    consumed, consumer_cpu = consume_phase(bootstrap, topic, expected, args.fetch_bytes)
-    cpu_consume = cpu_seconds() - cpu_before
+    if kcat and is_mock:  # kcat cannot re-read the mock's ~5 MB window
+        consumed, consumer_cpu = math.nan, math.nan
+    elif kcat:
+        consumed, consumer_cpu = kcat_consume_phase(bootstrap, topic, expected)
+    else:
+        consumed, consumer_cpu = consume_phase(bootstrap, topic, expected, args.fetch_bytes)
+    cpu_consume = cpu_seconds() - cpu_before if not math.isnan(consumed) else math.nan
     millions = expected / 1e6
     return Rates(
         produced,
@@ -377,7 +464,9 @@ def run_once(run: int, args: argparse.Namespace, *, profile: bool) -> dict[str, 
     out: dict[str, Rates] = {}
     if args.only in (None, "mock"):
         with mock_cluster() as bootstrap:
-            out["mock"] = measure(bootstrap, topic, args, own_cpu_seconds, create=False)
+            out["mock"] = measure(
+                bootstrap, topic, args, own_cpu_seconds, create=False, is_mock=True
+            )
     if args.only in (None, "knode"):
         with (
             tempfile.TemporaryDirectory(prefix="bench-knode-") as base,
@@ -392,6 +481,7 @@ def run_once(run: int, args: argparse.Namespace, *, profile: bool) -> dict[str, 
                     args,
                     process_cpu_seconds(process.pid),
                     create=True,
+                    is_mock=False,
                 )
     return out
 
@@ -404,6 +494,7 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1_000_000)
     parser.add_argument("--fetch-bytes", type=int, default=1_048_576)
+    parser.add_argument("--client", choices=["python", "kcat"], default="python")
     parser.add_argument("--only", choices=["knode", "mock"])
     parser.add_argument("--py-spy", metavar="FILE")
     args = parser.parse_args()
@@ -417,7 +508,8 @@ def main() -> None:
     )
     print(
         f"{args.messages:,} x {MESSAGE_BYTES} B to 1 partition, acks=1, {args.producers} "
-        f"producer processes, linger.ms={args.linger_ms}, batch.size={args.batch_size}, "
+        f"{args.client} producer processes, linger.ms={args.linger_ms}, "
+        f"batch.size={args.batch_size}, "
         f"consumer max.partition.fetch.bytes={args.fetch_bytes}"
     )
     runs: list[dict[str, Rates]] = []
@@ -440,6 +532,10 @@ def main() -> None:
         print(" ".join(parts), flush=True)
 
     def summary(name: str, values: list[float], spec: str) -> None:
+        values = [v for v in values if not math.isnan(v)]
+        if not values:
+            print(f"{name:<36} n/a")
+            return
         print(
             f"{name:<36} median {statistics.median(values):{spec}}  "
             f"range {min(values):{spec}} - {max(values):{spec}}"
