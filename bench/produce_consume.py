@@ -518,16 +518,23 @@ def main() -> None:
         runs.append(rates)
         parts = [f"run {run + 1}:"]
         for target, r in rates.items():
+            consume = (
+                "consume n/a"
+                if math.isnan(r.consume_msgs_s)
+                else f"consume {r.consume_msgs_s / 1e3:,.0f} k/s "
+                f"({r.consume_cpu_s_per_million:.2f} cpu-s/M)"
+            )
             parts.append(
                 f"{target} produce {r.produce_msgs_s / 1e3:,.0f} k/s "
-                f"({r.produce_cpu_s_per_million:.2f} cpu-s/M), consume "
-                f"{r.consume_msgs_s / 1e3:,.0f} k/s ({r.consume_cpu_s_per_million:.2f} cpu-s/M);"
+                f"({r.produce_cpu_s_per_million:.2f} cpu-s/M), {consume};"
             )
         if len(rates) == 2:
-            parts.append(
-                f"ratio produce {rates['knode'].produce_msgs_s / rates['mock'].produce_msgs_s:.2f}"
-                f" consume {rates['knode'].consume_msgs_s / rates['mock'].consume_msgs_s:.2f}"
+            knode, mock = rates["knode"], rates["mock"]
+            ratios = (
+                f"ratio produce {knode.produce_msgs_s / mock.produce_msgs_s:.2f} "
+                f"consume {knode.consume_msgs_s / mock.consume_msgs_s:.2f}"
             )
+            parts.append(ratios.replace("nan", "n/a"))
         parts.append(f"(load average {os.getloadavg()[0]:.1f})")
         print(" ".join(parts), flush=True)
 
