@@ -221,6 +221,12 @@ class ReplicaManager:
                     min_insync_replicas=self._min_insync_replicas(update.topic),
                 )
                 self._high_watermark_moved(tp)
+            elif update.leader < 0:
+                # Offline (or being deleted): nobody to follow until the next LeaderAndIsr.
+                self.leaders.pop(tp, None)
+                self.followers.pop(tp, None)
+                if self.fetchers is not None:
+                    self.fetchers.remove(tp)
             else:
                 self.leaders.pop(tp, None)
                 self.followers[tp] = PartitionFollowerState.become_follower(
@@ -320,6 +326,8 @@ class ReplicaManager:
             if state is None or state.leader_epoch != write.leader_epoch:
                 continue
             advanced = state.on_isr_write_result(succeeded, version, self._now_ms())
+            if not succeeded:
+                self._resync_partition_state(state)
             if succeeded:
                 log_.info("ISR of %s-%d is now %s", write.tp.topic, write.tp.partition, write.isr)
                 current = self._topics.partition(write.tp.topic, write.tp.partition)
@@ -334,6 +342,22 @@ class ReplicaManager:
                     )
             if advanced:
                 self._high_watermark_moved(write.tp)
+
+    def _resync_partition_state(self, state: PartitionLeaderState) -> None:
+        """After a conflicting ISR write: if the tree still names this broker leader in the
+        same leader epoch (the controller rewrote the state without a new epoch), adopt its
+        version and ISR so the next proposal can succeed (Kafka re-reads the state too)."""
+        from trafka.node.controller_service import read_partition_state
+
+        if self.quorum is None:
+            return
+        current = read_partition_state(self.quorum, state.tp)
+        if current is None:
+            return
+        data = current.data
+        if data.leader == self._node_id and data.leader_epoch == state.leader_epoch:
+            state.zk_version = current.version
+            state.isr = tuple(BrokerId(b) for b in data.isr)
 
     # ---- plumbing -----------------------------------------------------------------------------
     def append_waiter(self) -> trio.Event:
