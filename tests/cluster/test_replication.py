@@ -4,7 +4,8 @@ replica manager wired together, driven by confluent-kafka.
 * the partition leader is SIGKILLed while an idempotent acks=all producer sends numbered
   messages; it is restarted; every acknowledged message is consumed exactly once, in order;
 * the controller is SIGKILLed: another node becomes controller with epoch + 1 and brokers
-  reject a request carrying the old epoch (STALE_CONTROLLER_EPOCH);
+  reject a request carrying the old epoch (STALE_CONTROLLER_EPOCH); when the old controller
+  returns, the auto rebalance gives leadership back to the preferred replicas;
 * a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms and rejoins after
   SIGCONT.
 """
@@ -38,6 +39,7 @@ SETTINGS = [
     "replica.lag.time.max.ms=2000",
     "replica.fetch.wait.max.ms=200",
     "group.initial.rebalance.delay.ms=0",
+    "leader.imbalance.check.interval.seconds=2",
 ]
 CONTROLLER_LINE = re.compile(r"node (\d+) is the controller, epoch (\d+)")
 
@@ -215,6 +217,20 @@ def test_controller_sigkill_moves_the_controller_and_fences_the_old_epoch(
         )
         assert current.error_code == ErrorCode.none  # type: ignore[attr-defined]
         assert admin.list_topics(timeout=5).controller_id == new_controller
+
+        # The old controller comes back as a plain broker; the auto rebalance (every 2 s)
+        # gives every partition back to its preferred replica (EXT-11).
+        cluster.start(old_controller, wait=False)
+        cluster.wait_ready(old_controller, timeout_s=60)
+
+        def preferred_leaders() -> bool:
+            topic = admin.list_topics("fenced", timeout=5).topics["fenced"]
+            return all(
+                p.leader == p.replicas[0] and len(p.isrs) == 3 for p in topic.partitions.values()
+            )
+
+        wait_until(preferred_leaders, timeout_s=30, what="preferred leaders again")
+        assert _controller_terms(cluster)[-1] == (new_controller, new_epoch)
 
 
 def test_sigstopped_follower_leaves_and_rejoins_the_isr(tmp_path: Path) -> None:
