@@ -76,3 +76,11 @@ def test_topic_synonyms_name_the_broker_key() -> None:
     )
     default = BrokerConfig.build(1).topic_synonym("max.message.bytes")
     assert default == ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_broker_id_follows_node_id_and_may_not_disagree() -> None:
+    config = BrokerConfig.build(node_id=3)
+    assert config.get("broker.id") == 3
+    assert BrokerConfig.build(properties={"broker.id": "4"}).node_id == 4
+    with pytest.raises(ConfigError, match=r"broker\.id=5: it must equal node\.id=3"):
+        BrokerConfig.build(node_id=3, overrides=["broker.id=5"])

@@ -630,6 +630,16 @@ class BrokerConfig:
         values = {key: _definition(key).parse(value) for key, value in raw.items()}
         if values.get("node.id") is None and values.get("broker.id", -1) not in (None, -1):
             values["node.id"] = values["broker.id"]
+        # Kafka's KafkaConfig.populateSynonyms: broker.id follows node.id when unset, and the
+        # two may not disagree.
+        if values.get("node.id") is not None:
+            if values.get("broker.id", -1) in (None, -1):
+                values["broker.id"] = values["node.id"]
+            elif values["broker.id"] != values["node.id"]:
+                raise ConfigError(
+                    f"invalid configuration broker.id={values['broker.id']}: it must equal "
+                    f"node.id={values['node.id']}"
+                )
         config = cls(static_values=values)
         config.check()
         return config
