@@ -157,10 +157,30 @@ class Broker:
         return getattr(self.store, "quorum", None)
 
     def live_broker_ids(self) -> list[int]:
-        return sorted(self.brokers)
+        """The registered brokers: `/brokers/ids` in the local replica of the tree (fresher
+        than the controller's last UpdateMetadata, e.g. right after start-up)."""
+        quorum = self.quorum
+        if quorum is None:
+            return sorted(self.brokers)
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            children = quorum.children_local(znodes.BROKER_IDS)
+        except NoNodeError:
+            return sorted(self.brokers)
+        return sorted(int(child) for child in children if child.isdigit())
 
     def live_brokers(self) -> list[BrokerInfo]:
-        return [self.brokers[b] for b in sorted(self.brokers)]
+        result = []
+        for broker_id in self.live_broker_ids():
+            info = self.brokers.get(broker_id)
+            if info is None:
+                endpoint = self.endpoint_for(broker_id)
+                if endpoint is None:
+                    continue
+                info = BrokerInfo(broker_id, endpoint[0], endpoint[1], None)
+            result.append(info)
+        return result
 
     def controller_id(self) -> int:
         """The active controller: the broker id in `/controller` (-1 when there is none)."""
@@ -348,7 +368,9 @@ class Broker:
         """Metadata auto-creation (auto.create.topics.enable); None when disabled."""
         if not self.config.get_bool("auto.create.topics.enable"):
             return None
-        factor = min(self.config.get_int("default.replication.factor"), len(self.brokers) or 1)
+        factor = min(
+            self.config.get_int("default.replication.factor"), len(self.live_broker_ids()) or 1
+        )
         try:
             return await self.create_topic(
                 name, self.config.get_int("num.partitions"), factor, {}, {}, validate_only=False

@@ -475,7 +475,8 @@ class ReplicaManager:
                 else ErrorCode.unknown_leader_epoch
             )
             return ReadResult(int(code))
-        if replica_id >= 0:
+        if replica_id >= 0 and int(log.log_start_offset) <= fetch_offset <= int(log.log_end_offset):
+            # Only an offset inside the leader's log says how far the follower matches it.
             self.follower_fetched(topic, partition, replica_id, fetch_offset)
         high_watermark = int(log.high_watermark)
         log_start_offset = int(log.log_start_offset)
