@@ -20,9 +20,11 @@ def test_registration_survives_a_lost_session(tmp_path: Path) -> None:
     session and deletes /brokers/ids/3; after SIGCONT it registers again."""
     settings = ["broker.session.timeout.ms=1500", "broker.heartbeat.interval.ms=300"]
     with KnodeCluster(tmp_path, node_count=3, settings=settings) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.address(1)})
 
         def brokers() -> set[int]:
+            # A fresh client each time asks node 1 itself: a long-lived one may pick the
+            # SIGSTOPped node (its TCP connection stays up) and time out until it resumes.
+            admin = AdminClient({"bootstrap.servers": cluster.address(1)})
             return set(admin.list_topics(timeout=5).brokers)
 
         wait_until(lambda: brokers() == {1, 2, 3}, timeout_s=30, what="3 brokers registered")
