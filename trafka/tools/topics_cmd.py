@@ -15,8 +15,18 @@ Output follows `kafka-topics.sh` (TopicCommand.java, REFERENCE.md §6.1):
 one JSON document instead. Failures print one line (`Error while executing topic command :
 <message>`) on stderr and exit with status 1.
 
-Not implemented: `--topic` regular expressions, `--at-min-isr-partitions`,
-`--exclude-internal` (internal topics are listed), `--command-config`.
+`describe` adds `Adding Replicas:` / `Removing Replicas:` to partitions being reassigned (from
+ListPartitionReassignments, API 46, KIP-455) and filters partitions like kafka-topics.sh:
+`--under-replicated-partitions` (ISR smaller than replicas), `--unavailable-partitions` (no
+leader, or a leader not among the live brokers Metadata lists), `--under-min-isr-partitions`
+and `--at-min-isr-partitions` (ISR below / equal to the topic's effective
+`min.insync.replicas` from DescribeConfigs). With a filter the topic lines are left out, as
+kafka-topics.sh does; several filters select the union.
+
+Not implemented: `--topic` regular expressions, `--exclude-internal` (internal topics are
+listed), `--command-config`, `MarkedForDeletion: true` (Metadata does not say whether a topic
+is queued in `/admin/delete_topics`; `partition_line` can print it once something does), the
+KIP-966 ELR fields (always `Elr: N/A`).
 """
 
 from __future__ import annotations
@@ -25,13 +35,14 @@ import json
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import trio
 import typer
 
 from trafka.net import codec
-from trafka.net.client import ClientError, KafkaConnection
+from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
 from trafka.node.handlers.kio_shape import build
 from trafka.node.topics import topic_id_text
 
@@ -195,8 +206,9 @@ def list_topics(bootstrap_server: Bootstrap = "localhost:9092", as_json: JsonFla
 
 
 async def _topic_configs(
-    connection: KafkaConnection, names: list[str]
-) -> dict[str, dict[str, str]]:
+    connection: KafkaConnection, names: list[str], *, dynamic_only: bool = True
+) -> dict[str, dict[str, tuple[str, bool]]]:
+    """topic -> config name -> (value, set on the topic itself) from DescribeConfigs."""
     if not names:
         return {}
     response = await _call(
@@ -211,27 +223,168 @@ async def _topic_configs(
         },
         4,
     )
-    result: dict[str, dict[str, str]] = {}
+    result: dict[str, dict[str, tuple[str, bool]]] = {}
     for resource in response.results:
-        result[str(resource.resource_name)] = {
-            str(c.name): str(c.value)
-            for c in resource.configs
-            if int(getattr(c, "config_source", 0)) == DYNAMIC_TOPIC_CONFIG and c.value is not None
-        }
+        entries: dict[str, tuple[str, bool]] = {}
+        for c in resource.configs:
+            dynamic = int(getattr(c, "config_source", 0)) == DYNAMIC_TOPIC_CONFIG
+            if c.value is None or (dynamic_only and not dynamic):
+                continue
+            entries[str(c.name)] = (str(c.value), dynamic)
+        result[str(resource.resource_name)] = entries
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as `describe` shows it: Metadata's leader/replicas/ISR plus the moving
+    replicas from ListPartitionReassignments (API 46, KIP-455)."""
+
+    partition: int
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeFilter:
+    """kafka-topics.sh's partition filters (TopicCommand.PartitionDescription); several
+    flags select the union of what each selects, none selects every partition."""
+
+    under_replicated: bool = False
+    unavailable: bool = False
+    under_min_isr: bool = False
+    at_min_isr: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
+
+
+def is_under_replicated(view: PartitionView) -> bool:
+    """ISR smaller than the replica set (kafka-topics: `isr.size < assignment.size`)."""
+    return len(view.isr) < len(view.replicas)
+
+
+def is_unavailable(view: PartitionView, live_brokers: frozenset[int]) -> bool:
+    """No leader, or a leader that is not among the live (registered) brokers."""
+    return view.leader is None or view.leader not in live_brokers
+
+
+def selected(
+    view: PartitionView, flags: DescribeFilter, live_brokers: frozenset[int], min_isr: int
+) -> bool:
+    """Whether `describe` prints this partition under `flags`.
+
+    under-min-isr: `isr < min.insync.replicas`; at-min-isr: `isr == min.insync.replicas`
+    (as TopicCommand's `hasUnderMinIsrPartitions` / `isAtMinIsrPartitions`)."""
+    if not flags.active:
+        return True
+    return (
+        (flags.under_replicated and is_under_replicated(view))
+        or (flags.unavailable and is_unavailable(view, live_brokers))
+        or (flags.under_min_isr and len(view.isr) < min_isr)
+        or (flags.at_min_isr and len(view.isr) == min_isr)
+    )
+
+
+def _ids(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
+
+
+def topic_line(
+    name: str, topic_id: str, partition_count: int, factor: int, configs: dict[str, str]
+) -> str:
+    config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+    return (
+        f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {partition_count}\t"
+        f"ReplicationFactor: {factor}\tConfigs: {config_text}"
+    )
+
+
+def partition_line(name: str, view: PartitionView, marked_for_deletion: bool = False) -> str:
+    """`\tTopic: t\tPartition: p\tLeader: l|none\tReplicas: ..\tIsr: ..` then, while
+    reassigning, `\tAdding Replicas: ..\tRemoving Replicas: ..`, then `\tElr: N/A\t
+    LastKnownElr: N/A` and optionally `\tMarkedForDeletion: true` (REFERENCE §6.1)."""
+    leader_text = "none" if view.leader is None else str(view.leader)
+    line = (
+        f"\tTopic: {name}\tPartition: {view.partition}\tLeader: {leader_text}\t"
+        f"Replicas: {_ids(view.replicas)}\tIsr: {_ids(view.isr)}"
+    )
+    if view.adding_replicas or view.removing_replicas:
+        line += (
+            f"\tAdding Replicas: {_ids(view.adding_replicas)}"
+            f"\tRemoving Replicas: {_ids(view.removing_replicas)}"
+        )
+    line += "\tElr: N/A\tLastKnownElr: N/A"
+    if marked_for_deletion:
+        line += "\tMarkedForDeletion: true"
+    return line
+
+
+def partition_document(view: PartitionView) -> dict[str, Any]:
+    return {
+        "partition": view.partition,
+        "leader": view.leader,
+        "replicas": list(view.replicas),
+        "isr": list(view.isr),
+        "adding_replicas": list(view.adding_replicas),
+        "removing_replicas": list(view.removing_replicas),
+    }
+
+
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+
+
+async def _reassignments(
+    connection: KafkaConnection,
+) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(topic, partition) -> (adding, removing) from ListPartitionReassignments; empty when
+    the broker does not offer API 46."""
+    try:
+        connection.version_for(46, 0, 0)
+    except UnsupportedByBroker:
+        return {}
+    response = await _call(connection, 46, {"timeout": 30000, "topics": None}, 0)
+    if int(response.error_code) != 0:
+        raise TopicCommandError(_error(response.error_code, response.error_message))
+    return {
+        (str(t.name), int(p.partition_index)): (
+            tuple(int(r) for r in p.adding_replicas),
+            tuple(int(r) for r in p.removing_replicas),
+        )
+        for t in response.topics
+        for p in t.partitions
+    }
 
 
 @topics_app.command("describe")
 def describe(
     topic: Annotated[str | None, typer.Argument(help="topic (default: all)")] = None,
     under_replicated_partitions: Annotated[
-        bool, typer.Option("--under-replicated-partitions")
+        bool, typer.Option("--under-replicated-partitions", help="ISR smaller than replicas")
     ] = False,
-    unavailable_partitions: Annotated[bool, typer.Option("--unavailable-partitions")] = False,
+    unavailable_partitions: Annotated[
+        bool, typer.Option("--unavailable-partitions", help="no live leader")
+    ] = False,
+    under_min_isr_partitions: Annotated[
+        bool, typer.Option("--under-min-isr-partitions", help="ISR < min.insync.replicas")
+    ] = False,
+    at_min_isr_partitions: Annotated[
+        bool, typer.Option("--at-min-isr-partitions", help="ISR = min.insync.replicas")
+    ] = False,
     bootstrap_server: Bootstrap = "localhost:9092",
     as_json: JsonFlag = False,
 ) -> None:
-    """Describe topics: ids, partitions, leaders, replicas, ISR, configs."""
+    """Describe topics: ids, partitions, leaders, replicas, ISR, moving replicas, configs."""
+    flags = DescribeFilter(
+        under_replicated=under_replicated_partitions,
+        unavailable=unavailable_partitions,
+        under_min_isr=under_min_isr_partitions,
+        at_min_isr=at_min_isr_partitions,
+    )
 
     async def command() -> None:
         connection = await _connect(bootstrap_server)
@@ -245,63 +398,51 @@ def describe(
                         if int(entry.error_code) == 3
                         else _error(entry.error_code, None)
                     )
-            configs = await _topic_configs(connection, [str(t.name) for t in topics])
+            names = [str(t.name) for t in topics]
+            all_configs = await _topic_configs(connection, names, dynamic_only=False)
+            moving = await _reassignments(connection)
         finally:
             await connection.close()
-        live = {int(b.node_id) for b in response.brokers}
+        live = frozenset(int(b.node_id) for b in response.brokers)
         documents = []
         lines = []
-        filtering = under_replicated_partitions or unavailable_partitions
         for entry in topics:
             name = str(entry.name)
             partitions = sorted(entry.partitions, key=lambda p: int(p.partition_index))
             factor = len(partitions[0].replica_nodes) if partitions else 0
-            topic_id = getattr(entry, "topic_id", None) or uuid.UUID(int=0)
-            topic_configs = configs.get(name, {})
-            rows: list[dict[str, Any]] = []
+            topic_id = topic_id_text(getattr(entry, "topic_id", None) or uuid.UUID(int=0))
+            every_config = all_configs.get(name, {})
+            topic_configs = {k: v for k, (v, source) in every_config.items() if source}
+            min_isr_text = every_config.get("min.insync.replicas", ("", False))[0]
+            min_isr = int(min_isr_text) if min_isr_text.isdigit() else DEFAULT_MIN_INSYNC_REPLICAS
+            views = []
             for p in partitions:
-                leader = int(p.leader_id)
-                replicas = [int(r) for r in p.replica_nodes]
-                isr = [int(r) for r in p.isr_nodes]
-                under = len(isr) < len(replicas)
-                unavailable = leader < 0 or leader not in live
-                if filtering and not (
-                    (under_replicated_partitions and under)
-                    or (unavailable_partitions and unavailable)
-                ):
-                    continue
-                rows.append(
-                    {
-                        "partition": int(p.partition_index),
-                        "leader": leader if leader >= 0 else None,
-                        "replicas": replicas,
-                        "isr": isr,
-                    }
+                index = int(p.partition_index)
+                adding, removing = moving.get((name, index), ((), ()))
+                view = PartitionView(
+                    partition=index,
+                    leader=int(p.leader_id) if int(p.leader_id) >= 0 else None,
+                    replicas=tuple(int(r) for r in p.replica_nodes),
+                    isr=tuple(int(r) for r in p.isr_nodes),
+                    adding_replicas=adding,
+                    removing_replicas=removing,
                 )
+                if selected(view, flags, live, min_isr):
+                    views.append(view)
             documents.append(
                 {
                     "topic": name,
-                    "topic_id": topic_id_text(topic_id),
+                    "topic_id": topic_id,
                     "partition_count": len(partitions),
                     "replication_factor": factor,
+                    "min_insync_replicas": min_isr,
                     "configs": topic_configs,
-                    "partitions": rows,
+                    "partitions": [partition_document(v) for v in views],
                 }
             )
-            if not filtering:
-                config_text = ",".join(f"{k}={v}" for k, v in sorted(topic_configs.items()))
-                lines.append(
-                    f"Topic: {name}\tTopicId: {topic_id_text(topic_id)}\t"
-                    f"PartitionCount: {len(partitions)}\tReplicationFactor: {factor}\t"
-                    f"Configs: {config_text}"
-                )
-            for row in rows:
-                leader_text = "none" if row["leader"] is None else str(row["leader"])
-                lines.append(
-                    f"\tTopic: {name}\tPartition: {row['partition']}\tLeader: {leader_text}\t"
-                    f"Replicas: {','.join(map(str, row['replicas']))}\t"
-                    f"Isr: {','.join(map(str, row['isr']))}\tElr: N/A\tLastKnownElr: N/A"
-                )
+            if not flags.active:
+                lines.append(topic_line(name, topic_id, len(partitions), factor, topic_configs))
+            lines.extend(partition_line(name, v) for v in views)
         if as_json:
             print(json.dumps(documents, indent=2))
         elif lines:
