@@ -14,9 +14,14 @@ The LogManager owns Kafka's per-dir files (`meta.properties` with this node's an
 cluster's id, `.lock`, the offset checkpoints, the clean-shutdown marker); a log dir of
 another cluster or one locked by another process fails start-up.
 
-Single-node slice: a partition's high watermark is set to its log end offset when it is
-opened and after each append (the ISR is this node alone); issue 5's replica manager takes
-the HW from the ISR instead.
+High watermark at open: the LogManager restores each partition's HW from the log dir's
+`replication-offset-checkpoint`, clamped to [log start offset, log end offset] (a partition
+missing from the checkpoint starts at its log start offset). It is NOT raised to the log end
+offset here: after a restart the tail above the checkpoint may never have been committed,
+and consumers read up to the HW. The replica manager moves the HW on from there: when this
+node becomes leader and the ISR is this node alone (e.g. a single node), `become_leader`
+advances it to the log end offset at once (REP-15); otherwise followers' fetches do.
+A log created new (`get_or_create`) is empty, so its HW is its log end offset.
 """
 
 from __future__ import annotations
@@ -51,8 +56,6 @@ class LocalLogs:
             cluster_id=cluster_id,
             topic_configs=topic_configs,
         )
-        for partition_log in self.manager.logs().values():
-            partition_log.update_high_watermark(partition_log.log_end_offset)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.manager.get(topic, partition)
