@@ -294,9 +294,11 @@ def main() -> None:
 
     from tests.support.cluster import KnodeCluster
 
+    version: Any = confluent_kafka.version()  # a str in 2.16, a (str, int) tuple before
+    client_version = version if isinstance(version, str) else version[0]
     print(
         f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, "
-        f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka "
+        f"confluent-kafka {client_version}, librdkafka "
         f"{confluent_kafka.libversion()[0]}, load average {os.getloadavg()[0]:.1f}"
     )
     with (
