@@ -139,6 +139,8 @@ class Broker:
         self.controller_service: Any = None
         """`trafka.node.controller_service.ControllerService` once serving."""
         self.fetchers: Any = None
+        self._log_configs: dict[str, tuple[BrokerConfig, Mapping[str, str], Any]] = {}
+        """topic -> (broker config, topic overrides, LogConfig) it was built from."""
 
     # ---- services used by handlers -----------------------------------------------------------
     @property
@@ -417,11 +419,35 @@ class Broker:
 
     # ---- topic configs -----------------------------------------------------------------------
     def log_config_for(self, topic: str) -> Any:
+        """The topic's effective LogConfig: broker topic defaults < topic overrides.
+
+        Cached per topic (the Produce path asks on every request): an entry is valid while
+        `self.config` (replaced, never mutated, on every broker dynamic config change) and
+        the topic's `TopicState.configs` (replaced on AlterConfigs, (re)creation and every
+        refresh from the tree) are the very objects it was built from. The TopicManager
+        listener and `_forget_log_configs` also drop entries on create/change/delete and
+        broker config changes, so the cache holds at most one entry per existing topic.
+        Unknown topics are built each time and not cached (bounded by the topic count)."""
         from trafka.log.config import LogConfig
 
         state = self._topics.get(topic) if self._topics is not None else None
-        overrides = dict(state.configs) if state is not None else {}
-        return LogConfig.from_properties({**self.config.topic_defaults(), **overrides})
+        if state is None:
+            return LogConfig.from_properties(self.config.topic_defaults())
+        cached = self._log_configs.get(topic)
+        if cached is not None and cached[0] is self.config and cached[1] is state.configs:
+            return cached[2]
+        log_config = LogConfig.from_properties(
+            {**self.config.topic_defaults(), **dict(state.configs)}
+        )
+        self._log_configs[topic] = (self.config, state.configs, log_config)
+        return log_config
+
+    def _forget_log_configs(self, topic: str | None = None) -> None:
+        """Drop the cached LogConfig of `topic` (a TopicManager listener), or all of them."""
+        if topic is None:
+            self._log_configs.clear()
+        else:
+            self._log_configs.pop(topic, None)
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> None:
         from trafka.log.config import LogConfig
@@ -505,6 +531,7 @@ class Broker:
             znodes.broker_config_path(self.node_id), znodes.EntityConfig(rendered).to_json()
         )
         self.config = self.config.with_dynamic(dynamic)
+        self._forget_log_configs()
 
     async def alter_configs(
         self,
@@ -558,6 +585,7 @@ class Broker:
         if validate_only:
             return
         await self.topics.set_configs(name, new)
+        self._forget_log_configs(name)
         if self.log_manager is not None:
             self.log_manager.set_topic_config(name, self.log_config_for(name))
 
@@ -647,6 +675,7 @@ class Broker:
             except ValueError:
                 log.warning("ignoring bad dynamic config %s=%r", key, text)
         self.config = self.config.with_dynamic(values)
+        self._forget_log_configs()
 
     def _open_logs(self) -> LocalLogs:
         from trafka.log.config import LogConfig
@@ -805,6 +834,7 @@ class Broker:
             rng=self._rng,
             via_controller=True,
         )
+        self._topics.listeners.append(self._forget_log_configs)
         await self._topics.load()
         self.log_manager = await trio.to_thread.run_sync(self._open_logs)
         from trafka.node.controller.machine import ControllerConfig
