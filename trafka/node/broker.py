@@ -139,6 +139,8 @@ class Broker:
         self.controller_service: Any = None
         """`trafka.node.controller_service.ControllerService` once serving."""
         self.fetchers: Any = None
+        self.group_service: Any = None
+        """`trafka.node.group_service.GroupService`, created and started with the node."""
         self._log_configs: dict[str, tuple[BrokerConfig, Mapping[str, str], Any]] = {}
         """topic -> (broker config, topic overrides, LogConfig) it was built from."""
 
@@ -839,6 +841,7 @@ class Broker:
         self.log_manager = await trio.to_thread.run_sync(self._open_logs)
         from trafka.node.controller.machine import ControllerConfig
         from trafka.node.controller_service import ControllerService
+        from trafka.node.group_service import GroupService
         from trafka.node.replica_fetcher import ReplicaFetchers
 
         quorum = getattr(store, "quorum", None)
@@ -863,6 +866,11 @@ class Broker:
             nursery.start_soon(self._maintenance_loop)
             nursery.start_soon(self._replica_manager.run)
             nursery.start_soon(self.fetchers.run)
+            # Before the listener opens, so `GroupService.of` finds it on the first request;
+            # its timer loads the `__consumer_offsets` partitions this node leads (also after
+            # a failover) and fires session expiries from start-up, not from the first call.
+            self.group_service = GroupService(self)
+            await nursery.start(self.group_service.run)
             # Registered before the listener opens: a client's first Metadata must list us.
             await self._register(store)
             await self._start_server(nursery)

@@ -23,9 +23,10 @@ What it adds to the logic (STYLE 1: keep this short):
   coordinators (or a wake-up after each call, or 1 s to notice leadership changes) and
   calls `tick(now_ms)`.
 
-Wiring: `GroupService.of(broker)` attaches one service to a broker on first use and starts
-the timer with `trio.lowlevel.spawn_system_task` (the broker has no hook for it yet; the
-broker can instead `nursery.start(service.run)` and set `broker.group_service`).
+Wiring: the broker creates its service at start-up, sets `broker.group_service` and runs
+`service.run` in its nursery, so timers and loading start with the node; `GroupService.of`
+returns that service. Without one (e.g. a test's fake broker), `of` attaches a service on
+first use and starts the timer with `trio.lowlevel.spawn_system_task`.
 
 Partitions this node leads are also loaded by the timer without waiting for a request, so
 restored sessions and offset retention run.
