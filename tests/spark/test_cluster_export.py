@@ -12,6 +12,7 @@ codec, each replica holds exactly the high watermark's worth of records (the lea
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,22 @@ def _isr_complete(admin: AdminClient) -> bool:
         sorted(int(r) for r in p.isrs) == [1, 2, 3] and p.leader in (1, 2, 3)
         for p in partitions.values()
     )
+
+
+def _create_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+    wait_until(lambda: _isr_complete(admin), timeout_s=30, what="ISR of 3 everywhere")
+
+
+def _wait_for_full_isr(bootstrap: str) -> None:
+    """A fresh client each time: it is gone (no reconnect noise) once the nodes stop."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_until(lambda: _isr_complete(admin), timeout_s=30, what="ISR of 3 after producing")
 
 
 def _produce(bootstrap: str, codec: str) -> dict[tuple[int, int], Expected]:
@@ -102,21 +119,21 @@ def test_cluster_export_has_every_message_once_per_replica(spark: Any, tmp_path:
     cluster = KnodeCluster(tmp_path / "cluster", node_count=3, settings=SETTINGS, start=False)
     with cluster:
         cluster.start_all()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        futures = admin.create_topics(
-            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
-        )
-        for future in futures.values():
-            future.result(timeout=30)
-        wait_until(lambda: _isr_complete(admin), timeout_s=30, what="ISR of 3 everywhere")
+        _create_topic(cluster.bootstrap_servers)
         for codec in CODECS:
             acked = _produce(cluster.bootstrap_servers, codec)
             assert not expected.keys() & acked.keys(), "an offset was acknowledged twice"
             expected.update(acked)
         # acks=all with the full ISR: every replica has every message; still, wait for the
         # ISR to be complete after the last write before stopping (nobody fell behind)
-        wait_until(lambda: _isr_complete(admin), timeout_s=30, what="ISR of 3 after producing")
-        for node_id in cluster.nodes:
+        _wait_for_full_isr(cluster.bootstrap_servers)
+        # SIGTERM to all at once (a clean shutdown writes the checkpoints), then wait for each
+        processes = [node.process for node in cluster.nodes.values()]
+        for process in processes:
+            assert process is not None and process.poll() is None, cluster.describe_failure()
+            process.send_signal(signal.SIGTERM)
+        for node_id, process in zip(cluster.nodes, processes, strict=True):
+            process.wait(timeout=30)  # before cluster.stop, which would signal it again
             assert cluster.stop(node_id) == 0, cluster.describe_failure()
 
     log_dirs = {node_id: node.data_dir for node_id, node in cluster.nodes.items()}
