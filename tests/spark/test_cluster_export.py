@@ -36,7 +36,8 @@ SETTINGS = [
     "replica.lag.time.max.ms=5000",
     "replica.fetch.wait.max.ms=100",
 ]
-Expected = tuple[bytes, bytes, list[tuple[str, bytes]], str]
+Header = tuple[str, str | bytes | None]
+Expected = tuple[bytes, bytes, list[Header], str]
 
 
 def _isr_complete(admin: AdminClient) -> bool:
@@ -93,7 +94,11 @@ def _produce(bootstrap: str, codec: str) -> dict[tuple[int, int], Expected]:
         # repetitive values so every codec actually shrinks the batch (librdkafka sends a
         # batch uncompressed when compression does not help)
         value = f"{codec}-value-{i:04d}|".encode() * (5 + i % 7)
-        headers = [("codec", codec.encode()), ("index", str(i).encode()), ("empty", b"")]
+        headers: list[Header] = [
+            ("codec", codec.encode()),
+            ("index", str(i).encode()),
+            ("empty", b""),
+        ]
         sent[key] = (key, value, headers, codec)
         producer.produce(TOPIC, value, key, headers=headers, on_delivery=delivered)
         producer.poll(0)
@@ -128,10 +133,11 @@ def test_cluster_export_has_every_message_once_per_replica(spark: Any, tmp_path:
         # ISR to be complete after the last write before stopping (nobody fell behind)
         _wait_for_full_isr(cluster.bootstrap_servers)
         # SIGTERM to all at once (a clean shutdown writes the checkpoints), then wait for each
-        processes = [node.process for node in cluster.nodes.values()]
-        for process in processes:
-            assert process is not None and process.poll() is None, cluster.describe_failure()
-            process.send_signal(signal.SIGTERM)
+        processes = []
+        for node in cluster.nodes.values():
+            assert node.process is not None and node.running, cluster.describe_failure()
+            processes.append(node.process)
+            node.process.send_signal(signal.SIGTERM)
         for node_id, process in zip(cluster.nodes, processes, strict=True):
             process.wait(timeout=30)  # before cluster.stop, which would signal it again
             assert cluster.stop(node_id) == 0, cluster.describe_failure()
