@@ -26,40 +26,33 @@ children. `data` is the payload as UTF-8 text, or null when it is not valid UTF-
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
-from trafka.metadata_quorum.tree import ZNodeTree
+from trafka.metadata_quorum.tree import Stat, ZNodeTree
 
 EXPORT_FORMAT = "trafka-metadata-quorum-export"
 EXPORT_VERSION = 1
 
 
+def node_document(path: str, data: bytes, stat: Stat) -> dict[str, Any]:
+    """One znode of the export: path, data (UTF-8 text or None, and base64), and its Stat."""
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "path": path,
+        "data": text,
+        "data_base64": base64.b64encode(data).decode("ascii"),
+        **dataclasses.asdict(stat),
+    }
+
+
 def export_tree(
     tree: ZNodeTree, *, exported_at_ms: int, status: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    nodes: list[dict[str, Any]] = []
-    for path, data, stat in tree.walk("/"):
-        try:
-            text: str | None = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        nodes.append(
-            {
-                "path": path,
-                "data": text,
-                "data_base64": base64.b64encode(data).decode("ascii"),
-                "czxid": stat.czxid,
-                "mzxid": stat.mzxid,
-                "pzxid": stat.pzxid,
-                "ctime_ms": stat.ctime_ms,
-                "mtime_ms": stat.mtime_ms,
-                "version": stat.version,
-                "cversion": stat.cversion,
-                "ephemeral_owner": stat.ephemeral_owner,
-                "data_length": stat.data_length,
-                "num_children": stat.num_children,
-            }
-        )
+    nodes = [node_document(path, data, stat) for path, data, stat in tree.walk("/")]
     sessions = [
         {
             "session_id": s.session_id,

@@ -48,7 +48,7 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from trafka.metadata_quorum.bridge import MetadataQuorum
 from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
-from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, export_tree
+from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, export_tree, node_document
 from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
@@ -543,30 +543,9 @@ def export_remote(
     nodes = []
     owned: dict[int, list[str]] = {}
     for node in read.nodes:
-        try:
-            text: str | None = node.data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        stat = node.stat
-        if stat.ephemeral_owner:
-            owned.setdefault(stat.ephemeral_owner, []).append(node.path)
-        nodes.append(
-            {
-                "path": node.path,
-                "data": text,
-                "data_base64": base64.b64encode(node.data).decode("ascii"),
-                "czxid": stat.czxid,
-                "mzxid": stat.mzxid,
-                "pzxid": stat.pzxid,
-                "ctime_ms": stat.ctime_ms,
-                "mtime_ms": stat.mtime_ms,
-                "version": stat.version,
-                "cversion": stat.cversion,
-                "ephemeral_owner": stat.ephemeral_owner,
-                "data_length": stat.data_length,
-                "num_children": stat.num_children,
-            }
-        )
+        if node.stat.ephemeral_owner:
+            owned.setdefault(node.stat.ephemeral_owner, []).append(node.path)
+        nodes.append(node_document(node.path, node.data, node.stat))
     sessions = [
         {
             "session_id": session_id,

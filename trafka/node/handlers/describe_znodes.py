@@ -18,6 +18,7 @@ read the tree, as anyone may read Metadata), chroot-relative paths.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -106,18 +107,7 @@ def _entry(tree: ZNodeTree, path: str, request: DescribeZNodesRequestV0) -> ZNod
         return ZNodeEntryV0(path=path, error_code=int(error.code))  # type: ignore[arg-type]
     fields: dict[str, Any] = {}
     if request.include_stat:
-        fields = {
-            "czxid": stat.czxid,
-            "mzxid": stat.mzxid,
-            "pzxid": stat.pzxid,
-            "ctime_ms": stat.ctime_ms,
-            "mtime_ms": stat.mtime_ms,
-            "version": stat.version,
-            "cversion": stat.cversion,
-            "ephemeral_owner": stat.ephemeral_owner,
-            "data_length": stat.data_length,
-            "num_children": stat.num_children,
-        }
+        fields = dataclasses.asdict(stat)
     return ZNodeEntryV0(
         path=path,
         error_code=0,  # type: ignore[arg-type]
