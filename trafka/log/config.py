@@ -11,12 +11,15 @@ Accepted but not acted on by `log/` (they belong to other layers or are not impl
 `compression.type` (we keep the producer's codec: the `producer` behaviour),
 `preallocate` (segment files are not preallocated; index files always are),
 `message.downconversion.enable`, `message.timestamp.*.max.ms`,
-`follower.replication.throttled.replicas`, `leader.replication.throttled.replicas`.
+`follower.replication.throttled.replicas`, `leader.replication.throttled.replicas` (the
+replica manager's replication quotas, KIP-73; their format is checked here:
+`validate_throttled_replicas`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -150,6 +153,9 @@ class LogConfig:
         """This config with topic-level `properties` (Kafka names) applied on top."""
         changes: dict[str, object] = {}
         for key, raw in properties.items():
+            if key in THROTTLED_REPLICAS_KEYS:
+                validate_throttled_replicas(key, raw)
+                continue
             if key in _IGNORED_TOPIC_KEYS:
                 continue
             if key not in _TOPIC_KEYS:
@@ -188,6 +194,26 @@ class LogConfig:
             if "segment.ms" not in topic and f"log.roll.{unit}" in properties:
                 topic["segment.ms"] = str(_parse_long(properties[f"log.roll.{unit}"]) * factor)
         return cls.from_properties(topic)
+
+
+THROTTLED_REPLICAS_KEYS = frozenset(
+    {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
+)
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def validate_throttled_replicas(key: str, raw: str) -> None:
+    """Kafka's ThrottledReplicaListValidator: `*` or `partition:broker,...` (may be empty).
+
+    ValueError with Kafka's message otherwise."""
+    items = [item.strip() for item in raw.split(",")]
+    if raw.strip() == "*" or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        return
+    raise ValueError(
+        f"Invalid value {raw} for configuration {key}: {key} must be the literal '*' or a "
+        "list of replicas in the following format: [partitionId]:[brokerId],"
+        "[partitionId]:[brokerId],..."
+    )
 
 
 def _check(condition: bool, message: str) -> None:

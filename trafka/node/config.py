@@ -21,7 +21,13 @@ Topic-level configs (`retention.ms`, `cleanup.policy`, ...) belong to `trafka.lo
 `TOPIC_CONFIG_SYNONYMS` maps each to the broker keys that supply its default (Kafka's
 `LogConfig.TopicConfigSynonyms`), which DescribeConfigs reports as synonyms.
 
-Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), quotas, rack
+Replication throttles (KIP-73): `leader.replication.throttled.rate` and
+`follower.replication.throttled.rate` obey only the per-broker dynamic value in
+`/config/brokers/<id>` (read by the replica manager, `trafka.node.replication.throttle`),
+as Kafka's BrokerConfigHandler does: a value in server.properties or under `<default>` is
+shown by DescribeConfigs but does not throttle.
+
+Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas, rack
 awareness beyond `broker.rack` being stored and advertised, KRaft `controller.listener.names`
 (the quorum port comes from `controller.quorum.voters`).
 """
@@ -413,14 +419,18 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "leader.replication.throttled.rate",
         _T.LONG,
         _INT64_MAX,
-        "Leader replication throttle (B/s).",
+        "Upper bound (B/s) on replication traffic for leaders listed in each topic's "
+        "leader.replication.throttled.replicas (KIP-73). Set dynamically only.",
+        minimum=0,
         dynamic=True,
     ),
     _d(
         "follower.replication.throttled.rate",
         _T.LONG,
         _INT64_MAX,
-        "Follower replication throttle (B/s).",
+        "Upper bound (B/s) on replication traffic for followers listed in each topic's "
+        "follower.replication.throttled.replicas (KIP-73). Set dynamically only.",
+        minimum=0,
         dynamic=True,
     ),
     # --- groups and offsets -------------------------------------------------------------------

@@ -15,12 +15,21 @@ from that leader, each driven by its `replication.follower.PartitionFollowerStat
 An answer is applied only if the partition's follower state is still the object the request
 was built from: a LeaderAndIsr in between makes it stale (docs/controller.md).
 
-Not implemented: fetch sessions (KIP-227), `num.replica.fetchers` > 1, throttling.
+Replication throttles (KIP-73, `replication.throttle`): a FETCHING partition is left out of
+the next Fetch when its replica is not in sync (its lag behind the leader's high watermark
+after the last answer is unknown or > 0), it is on this broker's
+`follower.replication.throttled.replicas`, and `follower.replication.throttled.rate` is
+exceeded (Kafka's `shouldFollowerThrottle`). The bytes fetched for every listed partition
+are recorded, in sync or not. When every partition is held back the task waits until the
+rate falls to the bound (at most `replica.fetch.backoff.ms`).
+
+Not implemented: fetch sessions (KIP-227), `num.replica.fetchers` > 1.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -68,6 +77,9 @@ class ReplicaFetchers:
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = min(backoff_ms, 1000) / 1000
         self.partitions: dict[int, set[TopicPartition]] = {}
+        self.lag: dict[TopicPartition, int] = {}
+        """Each partition's lag behind the leader's HW after the last answer (Kafka's
+        `PartitionFetchState.lag`; in sync for throttling when 0, unknown until fetched)."""
         self._changed: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -90,6 +102,7 @@ class ReplicaFetchers:
             self._changed[leader].set()
 
     def remove(self, tp: TopicPartition) -> None:
+        self.lag.pop(tp, None)
         for leader, partitions in self.partitions.items():
             if tp in partitions:
                 partitions.discard(tp)
@@ -208,9 +221,29 @@ class ReplicaFetchers:
         if backoff:
             await trio.sleep(self.backoff_s)
 
+    def _unthrottled(
+        self, states: dict[TopicPartition, PartitionFollowerState], now_ms: int
+    ) -> dict[TopicPartition, PartitionFollowerState]:
+        quota = self.replica_manager.follower_quota
+        return {
+            tp: state
+            for tp, state in states.items()
+            if not quota.should_throttle(
+                tp.topic, tp.partition, in_sync=self.lag.get(tp) == 0, now_ms=now_ms
+            )
+        }
+
     async def _fetch(
         self, connection: KafkaConnection, states: dict[TopicPartition, PartitionFollowerState]
     ) -> bool:
+        now_ms = _now_ms()
+        states = self._unthrottled(states, now_ms)
+        if not states:  # everything is held back by the follower quota (KIP-73)
+            delay_ms = self.replica_manager.follower_quota.delay_ms(
+                now_ms, maximum_ms=int(self.backoff_s * 1000)
+            )
+            await trio.sleep(delay_ms / 1000)
+            return False
         offsets: dict[TopicPartition, int] = {}
         by_topic: dict[str, list[Any]] = {}
         for tp, state in states.items():
@@ -266,5 +299,13 @@ class ReplicaFetchers:
                 records = p.records
                 if records:
                     log_.append_as_follower(bytes(records))
-                log_.update_high_watermark(min(int(log_.log_end_offset), int(p.high_watermark)))
+                    if self.replica_manager.follower_quota.is_throttled(tp.topic, tp.partition):
+                        self.replica_manager.follower_quota.record(len(records), _now_ms())
+                log_end_offset = int(log_.log_end_offset)
+                self.lag[tp] = max(0, int(p.high_watermark) - log_end_offset)
+                log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
         return backoff
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -32,15 +32,24 @@ every successful append, so parked fetches wake and re-read.
 Log errors become Kafka error codes here (trafka.log.errors -> ErrorCode), never exceptions
 escaping to the connection.
 
+Replication throttles (KIP-73, `replication.throttle`): `leader_quota` and `follower_quota`
+take their settings from this node's local replica of the metadata tree
+(`/config/brokers/<id>` for the two rates, `/config/topics/<t>` for the throttled-replica
+lists of the topics this node holds), re-read every `THROTTLE_REFRESH_INTERVAL_S`, so an
+AlterConfigs on any broker takes effect here without a restart. `read` returns no data to a
+follower outside the ISR for a partition of the leader list while the leader quota is
+exceeded; the Fetch handler records the bytes it sent for listed partitions
+(`record_leader_throttled_bytes`); the replica fetchers use `follower_quota`.
+
 Not implemented: the delayed-fetch purgatory keyed by partition (one wake-up event for all
-parked fetches), replication throttles, fetch sessions between brokers.
+parked fetches), fetch sessions between brokers.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,11 +69,18 @@ from trafka.node.replication.ids import (
     ZkVersion,
 )
 from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
+from trafka.node.replication.throttle import (
+    ReplicationQuota,
+    ThrottleSettings,
+    settings_from_configs,
+)
 from trafka.node.topics import TopicManager
 
 log_ = logging.getLogger("trafka.node.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+THROTTLE_REFRESH_INTERVAL_S = 0.5
+"""How often the throttle configs are re-read from the local replica of the tree."""
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -169,6 +185,11 @@ class ReplicaManager:
         self.fetchers: Any = None
         """`replica_fetcher.ReplicaFetchers`, set by the broker."""
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
+        self.leader_quota = ReplicationQuota()
+        """KIP-73: the leader side (`leader.replication.throttled.*`)."""
+        self.follower_quota = ReplicationQuota()
+        """KIP-73: the follower side (`follower.replication.throttled.*`), used by the
+        replica fetchers."""
 
     # ---- roles (LeaderAndIsr / StopReplica) -----------------------------------------------------
     def apply_leader_and_isr(
@@ -292,6 +313,7 @@ class ReplicaManager:
         """The ISR shrink check and the ISR writer (started by the broker)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._isr_writer)
+            nursery.start_soon(self._throttle_config_loop)
             while True:
                 await trio.sleep(max(0.05, self.replica_lag_time_max_ms / 2000))
                 now_ms = self._now_ms()
@@ -358,6 +380,64 @@ class ReplicaManager:
         if data.leader == self._node_id and data.leader_epoch == state.leader_epoch:
             state.zk_version = current.version
             state.isr = tuple(BrokerId(b) for b in data.isr)
+
+    # ---- replication throttles (KIP-73) -----------------------------------------------------
+    def apply_throttle_settings(self, settings: ThrottleSettings) -> None:
+        """New rates and throttled partitions for both sides; measured rates are kept."""
+        self.leader_quota.update(settings.leader_rate_bytes_per_second, settings.leader_partitions)
+        self.follower_quota.update(
+            settings.follower_rate_bytes_per_second, settings.follower_partitions
+        )
+
+    def read_throttle_settings(self) -> ThrottleSettings | None:
+        """This broker's throttle settings from the local replica of the tree (None without
+        a quorum): `/config/brokers/<id>` and the config of every topic held here."""
+        if self.quorum is None:
+            return None
+        from trafka.metadata_quorum import znodes
+
+        broker_config = self._entity_config(znodes.broker_config_path(self._node_id))
+        topics = {tp.topic for tp in self.leaders} | {tp.topic for tp in self.followers}
+        topic_configs = {
+            topic: self._entity_config(znodes.topic_config_path(topic)) for topic in topics
+        }
+        return settings_from_configs(self._node_id, broker_config, topic_configs)
+
+    def _entity_config(self, path: str) -> dict[str, str]:
+        from trafka.metadata_quorum import znodes
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            data, _ = self.quorum.get_local(path)
+        except NoNodeError:
+            return {}
+        if not data:
+            return {}
+        try:
+            return dict(znodes.EntityConfig.from_json(bytes(data)).config)
+        except znodes.ZNodeFormatError:
+            return {}
+
+    async def _throttle_config_loop(self) -> None:
+        while True:
+            try:
+                settings = self.read_throttle_settings()
+            except Exception:  # a stopping quorum must not take the replica manager down
+                log_.exception("cannot read the replication throttle configs")
+                settings = None
+            if settings is not None:
+                self.apply_throttle_settings(settings)
+            await trio.sleep(THROTTLE_REFRESH_INTERVAL_S)
+
+    def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:
+        """After a follower's Fetch response: count the bytes of every (topic, partition,
+        size) on the leader list, in-sync or not (`KafkaApis.sizeOfThrottledPartitions`)."""
+        total = sum(
+            size
+            for topic, partition, size in sent
+            if size > 0 and self.leader_quota.is_throttled(topic, partition)
+        )
+        self.leader_quota.record(total, self._now_ms())
 
     # ---- plumbing -----------------------------------------------------------------------------
     def append_waiter(self) -> trio.Event:
@@ -493,6 +573,10 @@ class ReplicaManager:
             )
         if fetch_offset >= upper or (max_bytes <= 0 and not min_one_batch):
             return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, (), 0)
+        if replica_id >= 0 and self._leader_throttles(topic, partition, replica_id):
+            # KIP-73: an out-of-sync follower of a listed partition gets no data while the
+            # leader quota is exceeded (Kafka's shouldLeaderThrottle).
+            return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, (), 0)
         try:
             data = log.read(
                 fetch_offset, max_bytes=max_bytes, max_offset=upper, min_one_batch=min_one_batch
@@ -502,6 +586,13 @@ class ReplicaManager:
             return ReadResult(read_code, high_watermark, last_stable_offset, log_start_offset)
         records, size = _fetch_payload(data)
         return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, records, size)
+
+    def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
+        leader = self.leaders.get(TopicPartition(topic, partition))
+        in_sync = leader is not None and BrokerId(replica_id) in leader.isr
+        return self.leader_quota.should_throttle(
+            topic, partition, in_sync=in_sync, now_ms=self._now_ms()
+        )
 
     # ---- list offsets -------------------------------------------------------------------------
     def list_offset(

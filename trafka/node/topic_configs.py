@@ -5,6 +5,10 @@ DescribeConfigs needs (the type and documentation), with Kafka's defaults render
 strings. A topic key whose default comes from a broker key (`retention.ms` from
 `log.retention.hours`, ...) reports that broker key as a synonym
 (`trafka.node.config.TOPIC_CONFIG_SYNONYMS`).
+
+`leader.replication.throttled.replicas` / `follower.replication.throttled.replicas` are
+obeyed by the replica manager (`trafka.node.replication.throttle`, KIP-73); their format is
+checked by `trafka.log.config.validate_throttled_replicas`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,17 @@ TOPIC_CONFIG_DEFS: Mapping[str, tuple[ConfigType, str | None, str]] = {
     "file.delete.delay.ms": (_T.LONG, "60000", "Delay before deleting a file."),
     "flush.messages": (_T.LONG, _LONG_MAX, "Messages between fsyncs."),
     "flush.ms": (_T.LONG, _LONG_MAX, "Milliseconds between fsyncs."),
+    "follower.replication.throttled.replicas": (
+        _T.LIST,
+        "",
+        "Replicas throttled on the follower side (KIP-73): '*' or partitionId:brokerId,...",
+    ),
     "index.interval.bytes": (_T.INT, "4096", "Bytes between offset index entries."),
+    "leader.replication.throttled.replicas": (
+        _T.LIST,
+        "",
+        "Replicas throttled on the leader side (KIP-73): '*' or partitionId:brokerId,...",
+    ),
     "max.compaction.lag.ms": (_T.LONG, _LONG_MAX, "Longest a record stays uncompacted."),
     "max.message.bytes": (_T.INT, "1048588", "Largest record batch accepted."),
     "message.timestamp.type": (_T.STRING, "CreateTime", "CreateTime or LogAppendTime."),

@@ -5,7 +5,10 @@
 TOPIC (2): the given keys become the topic's complete override set (`/config/topics/<t>`),
 validated by `trafka.log.config` (INVALID_CONFIG); the partition logs pick the new config
 up at once. BROKER (4): this broker's dynamic keys (`/config/brokers/<id>`); only keys
-marked dynamic in `trafka.node.config` (INVALID_REQUEST otherwise).
+marked dynamic in `trafka.node.config` (INVALID_REQUEST otherwise). The replication
+throttles (KIP-73: broker `leader/follower.replication.throttled.rate`, topic
+`leader/follower.replication.throttled.replicas`) are read from the tree by the replica
+manager of every broker and take effect without a restart.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
 
 Not implemented: cluster-default broker configs (`/config/brokers/<default>`), BROKER_LOGGER.

@@ -26,6 +26,12 @@ regions, which the server sends with `os.sendfile` (no copy through Python).
 Followers (replica_id >= 0, issue 5) read up to the log end offset and report their fetch
 offset to the leader's replica bookkeeping (HW, ISR expansion).
 
+Replication throttles (KIP-73): a follower outside the ISR gets no data for a partition of
+this leader's `leader.replication.throttled.replicas` while `leader.replication.throttled.rate`
+is exceeded (the replica manager decides per partition; such partitions do not count towards
+`min_bytes`, as in Kafka's DelayedFetch); the bytes finally sent for listed partitions are
+recorded against the leader quota once per response.
+
 Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
 advertised), preferred read replicas.
 """
@@ -95,6 +101,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             break
         with trio.move_on_at(deadline):
             await waiter.wait()
+    if replica_id >= 0:
+        broker.replica_manager.record_leader_throttled_bytes(
+            (topic, partition, result.size)
+            for (topic, partition, *_), result in zip(wanted, reads, strict=True)
+        )
     topics: list[fetch_encoding.FetchTopic] = []
     index = 0
     for topic in request.topics:

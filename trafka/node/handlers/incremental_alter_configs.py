@@ -3,8 +3,10 @@
 * v0: resources with (name, config_operation, value); validate_only. v1: flexible.
 
 Operations: 0 SET, 1 DELETE (back to the inherited value), 2 APPEND and 3 SUBTRACT (list
-keys such as cleanup.policy; INVALID_CONFIG on non-list keys). Same resources, storage and
-errors as AlterConfigs.
+keys such as cleanup.policy and the `*.replication.throttled.replicas` lists; INVALID_CONFIG
+on non-list keys). Same resources, storage and errors as AlterConfigs: the replication
+throttle rates (`leader/follower.replication.throttled.rate`, KIP-73) are per-broker dynamic
+keys, taking effect within half a second without a restart.
 
 Not implemented: BROKER_LOGGER resources, cluster-default broker configs.
 """
@@ -22,7 +24,16 @@ from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "listeners", "log.dirs"})
+LIST_KEYS = frozenset(
+    {
+        "cleanup.policy",
+        "log.cleanup.policy",
+        "listeners",
+        "log.dirs",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
+)
 
 
 def _apply(

@@ -1,0 +1,167 @@
+"""Replication quotas (KIP-73): rate arithmetic, throttled-replica lists, who is throttled."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafka.log.config import LogConfig
+from trafka.node.replication.throttle import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+    LONG_MAX,
+    MIN_DELAY_MS,
+    ReplicationQuota,
+    SampledRate,
+    ThrottledPartitions,
+    parse_throttled_replicas,
+    settings_from_configs,
+)
+
+T0 = 1_000_000
+
+
+# ---- the rate -------------------------------------------------------------------------------
+
+
+def test_rate_divides_by_at_least_one_window() -> None:
+    rate = SampledRate()
+    rate.record(1000, T0)
+    # Kafka's SimpleRate: max(elapsed, one window) -> 1000 B over 1 s, not over 0 ms.
+    assert rate.rate_bytes_per_second(T0) == pytest.approx(1000.0)
+    assert rate.rate_bytes_per_second(T0 + 500) == pytest.approx(1000.0)
+    assert rate.rate_bytes_per_second(T0 + 2000) == pytest.approx(500.0)
+
+
+def test_rate_spans_the_samples_and_forgets_old_ones() -> None:
+    rate = SampledRate(samples=3, window_size_ms=1000)
+    for second in range(3):
+        rate.record(3000, T0 + second * 1000)
+    # three samples started at T0, T0+1s, T0+2s: 9000 B over 2.5 s
+    assert rate.rate_bytes_per_second(T0 + 2500) == pytest.approx(3600.0)
+    # a fourth window overwrites the oldest sample
+    rate.record(3000, T0 + 3000)
+    assert rate.total(T0 + 3000) == 9000
+    # all samples expire after samples * window
+    assert rate.total(T0 + 3000 + 3000) == 0
+    assert rate.rate_bytes_per_second(T0 + 6000) == 0.0
+
+
+def test_recording_into_a_full_window_starts_the_next_sample() -> None:
+    rate = SampledRate(samples=11, window_size_ms=1000)
+    rate.record(100, T0)
+    rate.record(100, T0 + 999)
+    rate.record(100, T0 + 1000)
+    assert rate.total(T0 + 1000) == 300
+    assert rate.window_ms(T0 + 1500) == 1500
+
+
+# ---- the quota ------------------------------------------------------------------------------
+
+
+def _quota(bound: int, **throttled: ThrottledPartitions) -> ReplicationQuota:
+    quota = ReplicationQuota()
+    quota.update(bound, dict(throttled))
+    return quota
+
+
+def test_quota_exceeded_only_above_the_bound() -> None:
+    quota = _quota(1000)
+    assert not quota.is_quota_exceeded(T0)
+    quota.record(1000, T0)
+    assert not quota.is_quota_exceeded(T0)  # equal to the bound is acceptable
+    quota.record(1, T0)
+    assert quota.is_quota_exceeded(T0)
+    assert quota.is_quota_exceeded(T0 + 1000)
+    assert not quota.is_quota_exceeded(T0 + 1001)
+
+
+def test_unthrottled_default_is_never_exceeded() -> None:
+    quota = ReplicationQuota()
+    assert quota.bound_bytes_per_second == LONG_MAX
+    quota.record(10**15, T0)
+    assert not quota.is_quota_exceeded(T0)
+
+
+def test_should_throttle_needs_listed_out_of_sync_and_exceeded() -> None:
+    quota = _quota(1000, t=ThrottledPartitions(partitions=frozenset({0})))
+    quota.record(5000, T0)
+    assert quota.should_throttle("t", 0, in_sync=False, now_ms=T0)
+    assert not quota.should_throttle("t", 0, in_sync=True, now_ms=T0)
+    assert not quota.should_throttle("t", 1, in_sync=False, now_ms=T0)
+    assert not quota.should_throttle("other", 0, in_sync=False, now_ms=T0)
+    assert not quota.should_throttle("t", 0, in_sync=False, now_ms=T0 + 6000)
+
+
+def test_a_throttled_stream_averages_the_bound() -> None:
+    """Fetch 100 kB whenever the quota allows, polling every 10 ms for 10 s: the bytes
+    moved stay within one fetch of rate * time (what the follower and leader loops do)."""
+    bound = 250_000
+    quota = _quota(bound, t=ThrottledPartitions(all_partitions=True))
+    moved = 0
+    for now_ms in range(T0, T0 + 10_000, 10):
+        if not quota.should_throttle("t", 0, in_sync=False, now_ms=now_ms):
+            quota.record(100_000, now_ms)
+            moved += 100_000
+    assert bound * 10 - 100_000 <= moved <= bound * 10 + 100_000
+
+
+def test_delay_until_the_rate_falls_back() -> None:
+    quota = _quota(1000)
+    assert quota.delay_ms(T0, maximum_ms=1000) == MIN_DELAY_MS
+    quota.record(3000, T0)
+    # 3000 B need 3 s at 1000 B/s; the window already counts 1 s
+    assert quota.delay_ms(T0, maximum_ms=10_000) == 2000
+    assert quota.delay_ms(T0, maximum_ms=500) == 500
+    assert quota.delay_ms(T0 + 1500, maximum_ms=10_000) == 1500
+    assert not quota.is_quota_exceeded(T0 + 3000)
+
+
+# ---- configs --------------------------------------------------------------------------------
+
+
+def test_parse_keeps_the_partitions_naming_this_broker() -> None:
+    parsed = parse_throttled_replicas(LEADER_THROTTLED_REPLICAS, "0:1, 1:2,2:1", 1)
+    assert parsed == ThrottledPartitions(partitions=frozenset({0, 2}))
+    assert 2 in parsed and 1 not in parsed
+    everything = parse_throttled_replicas(LEADER_THROTTLED_REPLICAS, " * ", 7)
+    assert everything.all_partitions and 12345 in everything
+    assert parse_throttled_replicas(LEADER_THROTTLED_REPLICAS, "", 1) == ThrottledPartitions()
+
+
+@pytest.mark.parametrize("value", ["0:1,*", "a:1", "0-1", "0:1:2", "*,*", "0:"])
+def test_malformed_lists_are_rejected_with_kafkas_message(value: str) -> None:
+    with pytest.raises(ValueError, match="must be the literal '\\*' or a list of replicas"):
+        parse_throttled_replicas(FOLLOWER_THROTTLED_REPLICAS, value, 1)
+    with pytest.raises(ValueError, match="must be the literal"):
+        LogConfig.from_properties({FOLLOWER_THROTTLED_REPLICAS: value})
+
+
+def test_log_config_accepts_the_throttle_lists() -> None:
+    config = LogConfig.from_properties(
+        {LEADER_THROTTLED_REPLICAS: "0:1,1:2", FOLLOWER_THROTTLED_REPLICAS: "*"}
+    )
+    assert config == LogConfig()
+
+
+def test_settings_from_the_tree_values() -> None:
+    settings = settings_from_configs(
+        2,
+        {LEADER_THROTTLED_RATE: "1000", FOLLOWER_THROTTLED_RATE: "2000", "other": "x"},
+        {
+            "moving": {LEADER_THROTTLED_REPLICAS: "0:1,1:1", FOLLOWER_THROTTLED_REPLICAS: "0:2"},
+            "all": {LEADER_THROTTLED_REPLICAS: "*"},
+            "bad": {LEADER_THROTTLED_REPLICAS: "nonsense"},
+            "plain": {"retention.ms": "1000"},
+        },
+    )
+    assert settings.leader_rate_bytes_per_second == 1000
+    assert settings.follower_rate_bytes_per_second == 2000
+    assert dict(settings.leader_partitions) == {"all": ThrottledPartitions(all_partitions=True)}
+    assert dict(settings.follower_partitions) == {
+        "moving": ThrottledPartitions(partitions=frozenset({0}))
+    }
+    unset = settings_from_configs(2, {}, {})
+    assert unset.leader_rate_bytes_per_second == LONG_MAX
+    assert unset.follower_rate_bytes_per_second == LONG_MAX
