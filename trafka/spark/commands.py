@@ -4,6 +4,12 @@
 Nothing here imports pyspark at module level, so a missing pyspark or Java becomes a
 one-line message and exit code 2 rather than a traceback. Exit codes: 0 ok, 1 violations
 found (`check`), 2 could not run (environment, bad arguments, unreadable input).
+
+The metadata side is `metadata` (a snapshot file, `ktool quorum export`) or
+`bootstrap_server` (`HOST:PORT[,...]`: the same document read live from a running node
+through its Kafka listener, `trafka.node.metadata_client`), never both. Either is read and
+parsed BEFORE Spark starts, so a missing file, bad JSON or an unreachable server costs no
+JVM start and ends in one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from trafka.node.metadata_client import DEFAULT_TIMEOUT_S, MetadataReadError, read_export_document
+from trafka.spark.metadata import SnapshotFormatError, read_snapshot_document
 from trafka.spark.session import DEFAULT_MASTER, AuditEnvironmentError, check_environment
 
 EXIT_OK = 0
@@ -31,6 +40,42 @@ def _fail(message: str) -> int:
     return EXIT_CANNOT_RUN
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class MetadataArgumentError(ValueError):
+    """The metadata side of the command cannot be read (one-line message)."""
+
+
+def read_metadata_document(
+    metadata: str | None,
+    bootstrap_server: str | None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Any:
+    """The snapshot document from `--metadata` or `--bootstrap-server` (None: neither).
+
+    Raises MetadataArgumentError: both given, file missing or not JSON, no server answered.
+    """
+    if metadata is not None and bootstrap_server is not None:
+        raise MetadataArgumentError("give --metadata or --bootstrap-server, not both")
+    if metadata is not None:
+        try:
+            return read_snapshot_document(metadata)
+        except (OSError, SnapshotFormatError) as error:
+            raise MetadataArgumentError(f"--metadata: {_first_line(error)}") from None
+    if bootstrap_server is not None:
+        try:
+            return read_export_document(bootstrap_server, timeout_s=timeout_s)
+        except MetadataReadError as error:
+            raise MetadataArgumentError(
+                f"cannot read metadata from {bootstrap_server}: {_first_line(error)}"
+            ) from None
+    return None
+
+
 def export_command(
     log_dirs: Sequence[str],
     out: str,
@@ -38,10 +83,16 @@ def export_command(
     fmt: str = "parquet",
     metadata: str | None = None,
     master: str | None = DEFAULT_MASTER,
+    bootstrap_server: str | None = None,
+    metadata_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> int:
     paths = split_log_dirs(log_dirs)
     if not paths:
         return _fail("--log-dirs is required")
+    try:
+        document = read_metadata_document(metadata, bootstrap_server, timeout_s=metadata_timeout_s)
+    except MetadataArgumentError as error:
+        return _fail(str(error))
     problem = check_environment()
     if problem is not None:
         return _fail(problem)
@@ -50,9 +101,9 @@ def export_command(
 
     try:
         spark = build_session(master, "trafka-audit-export")
-        counts = run_export(spark, paths, os.path.abspath(out), fmt=fmt, metadata_path=metadata)
+        counts = run_export(spark, paths, os.path.abspath(out), fmt=fmt, metadata_document=document)
     except (AuditEnvironmentError, OSError, ValueError) as error:
-        return _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return _fail(_first_line(error))
     print(json.dumps(counts, sort_keys=True))
     return EXIT_OK
 
@@ -63,10 +114,16 @@ def check_command(
     metadata: str | None = None,
     report: str | None = None,
     master: str | None = DEFAULT_MASTER,
+    bootstrap_server: str | None = None,
+    metadata_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> int:
     paths = split_log_dirs(log_dirs)
     if not paths:
         return _fail("--log-dirs is required")
+    try:
+        document = read_metadata_document(metadata, bootstrap_server, timeout_s=metadata_timeout_s)
+    except MetadataArgumentError as error:
+        return _fail(str(error))
     problem = check_environment()
     if problem is not None:
         return _fail(problem)
@@ -75,9 +132,9 @@ def check_command(
 
     try:
         spark = build_session(master, "trafka-audit-check")
-        result = run_check(spark, paths, metadata_path=metadata)
+        result = run_check(spark, paths, metadata_document=document)
     except (AuditEnvironmentError, OSError, ValueError) as error:
-        return _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return _fail(_first_line(error))
     if report is not None:
         with open(report, "w", encoding="utf-8") as handle:
             json.dump(result.to_json_object(), handle, indent=2, sort_keys=True)

@@ -6,7 +6,8 @@
     consumer_offsets/            the decoded `__consumer_offsets` records (if any)
     committed_offsets/           latest committed offset per (group, topic, partition)
     log_dirs/                    path, broker, cluster id of each log dir
-    metadata/<table>/            the quorum snapshot's tables (`--metadata`)
+    metadata/<table>/            the quorum snapshot's tables (`--metadata`, or read live
+                                 with `--bootstrap-server`)
 
 `run_check` runs `trafka.spark.checks` and returns an `AuditReport`.
 
@@ -37,7 +38,12 @@ from trafka.spark.checks import (
     Violation,
 )
 from trafka.spark.logdir import LogDir, list_segments, open_log_dir
-from trafka.spark.metadata import TABLES, MetadataTables, load_snapshot, metadata_tables
+from trafka.spark.metadata import (
+    TABLES,
+    MetadataTables,
+    read_snapshot_document,
+    tables_from_document,
+)
 from trafka.spark.offsets import (
     INPUT_COLUMNS,
     OFFSETS_SCHEMA_DDL,
@@ -107,6 +113,24 @@ def committed_offsets_frame(offsets: DataFrame) -> DataFrame:
     )
 
 
+def load_metadata(
+    metadata_path: str | None = None, metadata_document: Any = None
+) -> MetadataTables | None:
+    """The metadata tables from a snapshot file or an already-read snapshot document (the
+    live read of `--bootstrap-server`); None without either. Both at once is a ValueError."""
+    if metadata_path is not None and metadata_document is not None:
+        raise ValueError("give a metadata snapshot path or a document, not both")
+    if metadata_path is not None:
+        progress(f"reading metadata from {metadata_path}")
+        return tables_from_document(read_snapshot_document(metadata_path))
+    if metadata_document is not None:
+        status = metadata_document.get("status") if isinstance(metadata_document, dict) else None
+        where = status.get("bootstrap_server") if isinstance(status, dict) else None
+        progress(f"metadata read from {where or 'a snapshot document'}")
+        return tables_from_document(metadata_document)
+    return None
+
+
 def table_frame(spark: SparkSession, ddl: str, rows: list[dict[str, Any]]) -> DataFrame:
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
@@ -140,11 +164,17 @@ def run_export(
     *,
     fmt: str = "parquet",
     metadata_path: str | None = None,
+    metadata_document: Any = None,
 ) -> dict[str, Any]:
-    """Export records, consumer offsets, log dirs and metadata; returns row counts."""
+    """Export records, consumer offsets, log dirs and metadata; returns row counts.
+
+    The metadata comes from `metadata_path` (a snapshot file) or `metadata_document` (the
+    same document already read, e.g. live from a node), or is left out.
+    """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
     started = time.monotonic()
+    tables = load_metadata(metadata_path, metadata_document)
     log_dirs = open_log_dirs(paths)
     segments = list_segments(log_dirs)
     total_bytes = sum(s.size_bytes for s in segments)
@@ -180,10 +210,8 @@ def run_export(
             fmt,
         )
         counts["committed_offsets"] = _read(spark, committed_path, fmt).count()
-    if metadata_path is not None:
-        progress(f"exporting metadata from {metadata_path}")
-        tree, status = load_snapshot(metadata_path)
-        tables = metadata_tables(tree, status)
+    if tables is not None:
+        progress("writing metadata tables")
         for name, frame in metadata_frames(spark, tables).items():
             _write(frame.coalesce(1), os.path.join(out, "metadata", name), fmt)
             counts[f"metadata.{name}"] = len(tables.rows[name])
@@ -215,9 +243,15 @@ def _collect(frame: DataFrame) -> list[Any]:
 
 
 def run_check(
-    spark: SparkSession, paths: Sequence[str], *, metadata_path: str | None = None
+    spark: SparkSession,
+    paths: Sequence[str],
+    *,
+    metadata_path: str | None = None,
+    metadata_document: Any = None,
 ) -> AuditReport:
-    """Run every check over the log dirs (and the metadata snapshot, if given)."""
+    """Run every check over the log dirs (and the metadata: a snapshot file or an
+    already-read snapshot document, if given)."""
+    tables = load_metadata(metadata_path, metadata_document)
     report = AuditReport()
     log_dirs = open_log_dirs(paths)
     report.log_dirs = [
@@ -225,10 +259,6 @@ def run_check(
     ]
     segments = list_segments(log_dirs)
     progress(f"{len(log_dirs)} log dir(s), {len(segments)} segment(s): reading batches")
-    tables = None
-    if metadata_path is not None:
-        tree, status = load_snapshot(metadata_path)
-        tables = metadata_tables(tree, status)
     partitions_meta = (
         {(r["topic"], r["partition"]): r for r in tables.rows["partitions"]} if tables else {}
     )
@@ -328,7 +358,9 @@ def run_check(
     _check_indexes(spark, segments, report)
     _check_replicas_against_high_watermark(by_partition, high_watermarks, partitions_meta, report)
     if tables is None:
-        report.checks_skipped.append("isr_below_high_watermark, under_replicated: no --metadata")
+        report.checks_skipped.append(
+            "isr_below_high_watermark, under_replicated: no --metadata or --bootstrap-server"
+        )
     if any(s.topic == OFFSETS_TOPIC for s in segments):
         progress("checking committed offsets")
         _check_committed_offsets(spark, paths, by_partition, report)

@@ -22,8 +22,12 @@ partition has no state znode yet); `reassignments` merges the
 of `/brokers/topics/<t>`. Consumer-group offsets are not znodes: they are read from the
 `__consumer_offsets` log (`trafka.spark.offsets`).
 
-Not implemented: `--bootstrap-server` (a live read through the Kafka protocol); ACLs,
-quotas, delegation tokens.
+The same document comes from a live node with `--bootstrap-server`
+(`trafka.node.metadata_client.read_export_document`: TrafkaDescribeZNodes for the tree,
+DescribeQuorum for the status, whose `source` is then "bootstrap-server" and
+`bootstrap_server` the node that answered); `tables_from_document` serves both.
+
+Not implemented: ACLs, quotas, delegation tokens.
 """
 
 from __future__ import annotations
@@ -136,14 +140,20 @@ def znodes_from_snapshot(doc: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     return result, status
 
 
-def load_snapshot(path: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+def read_snapshot_document(path: str) -> Any:
+    """The parsed JSON of a snapshot file (at most MAX_SNAPSHOT_BYTES are read)."""
     with open(path, "rb") as handle:
-        raw = handle.read(MAX_SNAPSHOT_BYTES)
+        raw = handle.read(MAX_SNAPSHOT_BYTES + 1)
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotFormatError(f"{path}: larger than {MAX_SNAPSHOT_BYTES} bytes")
     try:
-        doc = json.loads(raw)
+        return json.loads(raw)
     except ValueError as error:
         raise SnapshotFormatError(f"{path}: not JSON: {error}") from None
-    return znodes_from_snapshot(doc)
+
+
+def load_snapshot(path: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+    return znodes_from_snapshot(read_snapshot_document(path))
 
 
 def _children(tree: dict[str, bytes], parent: str) -> list[str]:
@@ -162,6 +172,13 @@ class MetadataTables:
 
     def error(self, path: str, error: Exception | str) -> None:
         self.rows["metadata_errors"].append({"path": path, "error": str(error)})
+
+
+def tables_from_document(doc: Any) -> MetadataTables:
+    """Every metadata table from a snapshot document: a parsed `--metadata` file, or the
+    same document read live from a node (`trafka.node.metadata_client`)."""
+    tree, status = znodes_from_snapshot(doc)
+    return metadata_tables(tree, status)
 
 
 def metadata_tables(tree: dict[str, bytes], status: dict[str, Any]) -> MetadataTables:

@@ -24,6 +24,10 @@ Where the tree comes from (one of):
   a Kafka broker closes the connection on it. `export` also sends DescribeQuorum for its
   status fields.
 
+The requests on a node's listener live in `trafka.node.metadata_client` (shared with the
+Spark audit's `--bootstrap-server`); this module re-exports `read_znodes`, `export_remote`,
+`status_from_describe_quorum` and `status_fields` under their old names.
+
 The formatting functions (`format_status`, `format_replication`, `format_stat`, `format_ls`,
 `format_tree`) are pure and take plain values.
 """
@@ -40,27 +44,47 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import trio
 import typer
-from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from trafka.metadata_quorum.bridge import MetadataQuorum
 from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
-from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, export_tree, node_document
-from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
+from trafka.metadata_quorum.export import export_tree
+from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
-from trafka.net import codec
-from trafka.net.client import ClientError, ConnectionBroken, KafkaConnection
-from trafka.net.messages.describe_znodes import (
-    DESCRIBE_ZNODES_API_NAME,
-    MAX_NODES_PER_RESPONSE,
-    DescribeZNodesRequestV0,
+from trafka.net.client import KafkaConnection
+from trafka.node.metadata_client import (
+    DESCRIBE_QUORUM_API_KEY,
+    MAX_PAGES,
+    METADATA_API_KEY,
+    MetadataReadError,
+    RemoteRead,
+    ZNode,
+    describe_quorum_on,
+    export_remote,
+    on_server,
+    read_znodes,
+    status_fields,
+    status_from_describe_quorum,
 )
-from trafka.node.handlers.kio_shape import build
+
+__all__ = [
+    "DESCRIBE_QUORUM_API_KEY",
+    "MAX_PAGES",
+    "METADATA_API_KEY",
+    "QuorumCommandError",
+    "RemoteRead",
+    "ZNode",
+    "export_remote",
+    "quorum_app",
+    "read_znodes",
+    "status_fields",
+    "status_from_describe_quorum",
+]
 
 quorum_app = typer.Typer(
     help="Describe the metadata quorum and browse its znode tree.", no_args_is_help=True
@@ -89,12 +113,10 @@ TimeoutOption = Annotated[
 ]
 
 LEARNER_NODE_ID = -1
-DESCRIBE_QUORUM_API_KEY = 55
-METADATA_API_KEY = 3
 
 
-class QuorumCommandError(Exception):
-    pass
+QuorumCommandError = MetadataReadError
+"""Every failure of a command (the remote reader's error type, under the command's name)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,59 +320,6 @@ def _snapshot(
     raise QuorumCommandError("give --bootstrap-server, --data-dir or --quorum-voters")
 
 
-def status_from_describe_quorum(response: Any, cluster_id: str, now_ms: int) -> QuorumStatus:
-    """A QuorumStatus from a DescribeQuorum v0-v2 response (pure)."""
-    if int(response.error_code) != 0:
-        raise QuorumCommandError(f"DescribeQuorum failed: {_kafka_error(response.error_code)}")
-    partition = next(
-        (
-            p
-            for t in response.topics
-            if str(t.topic_name) == METADATA_TOPIC
-            for p in t.partitions
-            if int(p.partition_index) == 0
-        ),
-        None,
-    )
-    if partition is None:
-        raise QuorumCommandError(f"DescribeQuorum answered without {METADATA_TOPIC}-0")
-    if int(partition.error_code) != 0:
-        raise QuorumCommandError(f"DescribeQuorum failed: {_kafka_error(partition.error_code)}")
-    leader_id = int(partition.leader_id)
-
-    def replica(state: Any, observer: bool) -> ReplicaState:
-        node_id = int(state.replica_id)
-        role = "Observer" if observer else ("Leader" if node_id == leader_id else "Follower")
-        return ReplicaState(
-            node_id,
-            int(state.log_end_offset),
-            int(getattr(state, "last_fetch_timestamp", -1)),
-            int(getattr(state, "last_caught_up_timestamp", -1)),
-            role,
-        )
-
-    return QuorumStatus(
-        cluster_id=cluster_id,
-        node_id=-1,
-        leader_id=leader_id,
-        leader_epoch=int(partition.leader_epoch),
-        high_watermark=int(partition.high_watermark),
-        last_applied=int(partition.high_watermark),
-        is_leader=False,
-        has_quorum=leader_id >= 0,
-        voters=tuple(replica(v, False) for v in partition.current_voters),
-        observers=tuple(replica(o, True) for o in partition.observers),
-        now_ms=now_ms,
-    )
-
-
-def _kafka_error(code: Any) -> str:
-    try:
-        return KafkaErrorCode(int(code)).name.upper()
-    except ValueError:
-        return f"ERROR_{int(code)}"
-
-
 def _host_port(bootstrap: str) -> tuple[str, int]:
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     if not host or not port.isdigit():
@@ -360,35 +329,7 @@ def _host_port(bootstrap: str) -> tuple[str, int]:
 
 async def _describe_quorum(bootstrap: str, timeout_s: float) -> QuorumStatus:
     host, port = _host_port(bootstrap)
-    try:
-        with trio.fail_after(timeout_s):
-            connection = await KafkaConnection.connect(host, port, client_id="ktool-quorum")
-            try:
-                await connection.negotiate_api_versions()
-                metadata_version = connection.version_for(METADATA_API_KEY, 2, 12)
-                metadata_class = codec.request_class(METADATA_API_KEY, metadata_version)
-                metadata = await connection.request(
-                    build(metadata_class, {"topics": []}), metadata_version
-                )
-                version = connection.version_for(DESCRIBE_QUORUM_API_KEY, 0, 1)
-                request_class = codec.request_class(DESCRIBE_QUORUM_API_KEY, version)
-                request = build(
-                    request_class,
-                    {
-                        "topics": [
-                            {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}
-                        ]
-                    },
-                )
-                response = await connection.request(request, version)
-            finally:
-                await connection.close()
-    except trio.TooSlowError:
-        raise QuorumCommandError(f"{bootstrap} did not answer within {timeout_s} s") from None
-    except ClientError as error:
-        raise QuorumCommandError(str(error)) from None
-    cluster_id = str(getattr(metadata, "cluster_id", "") or "")
-    return status_from_describe_quorum(response, cluster_id, int(time.time() * 1000))
+    return await on_server(host, port, timeout_s, "ktool-quorum", describe_quorum_on)
 
 
 def _status(
@@ -407,165 +348,18 @@ def _status(
 # ---------------------------------------------------------------------------------------
 # Tree reads through a node's listener (TrafkaDescribeZNodes, API key 10000)
 
-#: Pages of one read; a tree this large (pages x 10,000 nodes) is refused, not read forever.
-MAX_PAGES = 1000
-
-
-@dataclass(frozen=True)
-class ZNode:
-    """One znode as TrafkaDescribeZNodes reports it (data/children empty unless asked)."""
-
-    path: str
-    data: bytes
-    stat: Stat
-    children: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RemoteRead:
-    """The znodes of one (possibly paged) read and the zxids the pages were read at."""
-
-    nodes: tuple[ZNode, ...]
-    sessions: tuple[tuple[int, str, int], ...]
-    first_zxid: int
-    last_zxid: int
-
-
-def _zookeeper_error(path: str, code: int) -> QuorumCommandError:
-    if code == -101:
-        return QuorumCommandError(f"Node does not exist: {path}")
-    if code == -8:
-        return QuorumCommandError(f"Invalid path: {path}")
-    return QuorumCommandError(f"{path}: ZooKeeper error {code}")
-
-
-def _znode(entry: Any) -> ZNode:
-    if int(entry.error_code) != 0:
-        raise _zookeeper_error(str(entry.path), int(entry.error_code))
-    stat = Stat(
-        czxid=int(entry.czxid),
-        mzxid=int(entry.mzxid),
-        pzxid=int(entry.pzxid),
-        ctime_ms=int(entry.ctime_ms),
-        mtime_ms=int(entry.mtime_ms),
-        version=int(entry.version),
-        cversion=int(entry.cversion),
-        ephemeral_owner=int(entry.ephemeral_owner),
-        data_length=int(entry.data_length),
-        num_children=int(entry.num_children),
-    )
-    return ZNode(str(entry.path), bytes(entry.data or b""), stat, tuple(entry.children))
-
-
-async def read_znodes(
-    connection: KafkaConnection,
-    path: str,
-    *,
-    data: bool = False,
-    children: bool = False,
-    recursive: bool = False,
-    sessions: bool = False,
-    page_nodes: int = MAX_NODES_PER_RESPONSE,
-) -> RemoteRead:
-    """Read `path` (with `recursive`, its whole subtree) page by page over `connection`.
-
-    The first page asks for a quorum barrier (`sync`), so the read sees every write
-    committed before the command started. Raises QuorumCommandError on any error.
-    """
-    nodes: list[ZNode] = []
-    found_sessions: tuple[tuple[int, str, int], ...] = ()
-    zxids: list[int] = []
-    resume_after: str | None = None
-    for page in range(MAX_PAGES):
-        request = DescribeZNodesRequestV0(
-            paths=(path,),
-            include_data=data,
-            include_stat=True,
-            include_children=children,
-            recursive=recursive,
-            max_nodes=page_nodes,  # type: ignore[arg-type]
-            resume_after=resume_after,
-            include_sessions=sessions and page == 0,
-            sync=page == 0,
-        )
-        try:
-            response = await connection.request(request)
-        except ConnectionBroken as error:
-            raise QuorumCommandError(
-                f"{error} (the node does not answer {DESCRIBE_ZNODES_API_NAME}, "
-                "trafka's own request: not a trafka node?)"
-            ) from None
-        if int(response.error_code) != 0:
-            raise QuorumCommandError(
-                f"{DESCRIBE_ZNODES_API_NAME} failed: {_kafka_error(response.error_code)}"
-                + (f" ({response.error_message})" if response.error_message else "")
-            )
-        nodes.extend(_znode(entry) for entry in response.entries)
-        zxids.append(int(response.last_zxid))
-        if page == 0:
-            found_sessions = tuple(
-                (int(s.session_id), str(s.owner), int(s.timeout_ms)) for s in response.sessions
-            )
-        if int(response.next_path_index) < 0:
-            return RemoteRead(tuple(nodes), found_sessions, zxids[0], zxids[-1])
-        resume_after = response.next_resume_after
-    raise QuorumCommandError(f"{path}: more than {MAX_PAGES} pages, refusing to read further")
-
 
 async def _remote(bootstrap: str, timeout_s: float, path: str, **flags: bool) -> RemoteRead:
     host, port = _host_port(bootstrap)
-    try:
-        with trio.fail_after(timeout_s):
-            connection = await KafkaConnection.connect(host, port, client_id="ktool-quorum")
-            try:
-                return await read_znodes(connection, path, **flags)
-            finally:
-                await connection.close()
-    except trio.TooSlowError:
-        raise QuorumCommandError(f"{bootstrap} did not answer within {timeout_s} s") from None
-    except ClientError as error:
-        raise QuorumCommandError(str(error)) from None
+
+    async def action(connection: KafkaConnection) -> RemoteRead:
+        return await read_znodes(connection, path, **flags)
+
+    return await on_server(host, port, timeout_s, "ktool-quorum", action)
 
 
 def _one(bootstrap: str, timeout_s: float, path: str, **flags: bool) -> ZNode:
     return trio.run(lambda: _remote(bootstrap, timeout_s, path, **flags)).nodes[0]
-
-
-def export_remote(
-    read: RemoteRead, *, exported_at_ms: int, status: dict[str, Any]
-) -> dict[str, Any]:
-    """The export document (export.py's format, version 1) from a whole-tree remote read.
-
-    Each session's `ephemerals` are the nodes it owns (`ephemeral_owner`), sorted, as the
-    tree keeps them. `status.last_zxid` is the zxid of the last page (pages of a tree bigger
-    than 10,000 nodes are read one after another; `first_zxid` tells how far apart).
-    """
-    nodes = []
-    owned: dict[int, list[str]] = {}
-    for node in read.nodes:
-        if node.stat.ephemeral_owner:
-            owned.setdefault(node.stat.ephemeral_owner, []).append(node.path)
-        nodes.append(node_document(node.path, node.data, node.stat))
-    sessions = [
-        {
-            "session_id": session_id,
-            "owner": owner,
-            "timeout_ms": timeout_ms,
-            "ephemerals": sorted(owned.get(session_id, [])),
-        }
-        for session_id, owner, timeout_ms in sorted(read.sessions)
-    ]
-    last = {"last_zxid": read.last_zxid}
-    if read.first_zxid != read.last_zxid:
-        last["first_zxid"] = read.first_zxid
-    return {
-        "format": EXPORT_FORMAT,
-        "version": EXPORT_VERSION,
-        "exported_at_ms": exported_at_ms,
-        "status": {**last, **status},
-        "nodes": nodes,
-        "sessions": sessions,
-    }
 
 
 def _run(action: Callable[[], str]) -> None:
@@ -741,15 +535,3 @@ def export_command(
         return f"exported {len(document['nodes'])} znodes to {out}\n"
 
     _run(action)
-
-
-def status_fields(status: QuorumStatus, source: str) -> dict[str, Any]:
-    return {
-        "source": source,
-        "cluster_id": status.cluster_id,
-        "leader_id": status.leader_id,
-        "leader_epoch": status.leader_epoch,
-        "high_watermark": status.high_watermark,
-        "voters": [v.node_id for v in status.voters],
-        "observers": [o.node_id for o in status.observers],
-    }
