@@ -296,6 +296,13 @@ def _varints(
     if not more.any():
         small = byte.astype(np.int64)
         return (small >> 1) ^ -(small & 1), 1
+    second = buf.take(pos + 1, mode="clip")
+    if not (more & (second >= 0x80)).any():
+        # At most two bytes (values below 8192 in magnitude): the common case.
+        extra = more.astype(np.int64)
+        two = byte.astype(np.int64)
+        two += ((second.astype(np.int64) << 7) - 0x80) * extra
+        return (two >> 1) ^ -(two & 1), extra + 1
     unsigned = (byte & 0x7F).astype(np.uint64)
     width = np.ones(len(pos), dtype=np.int64)
     for index in range(1, max_bytes):

@@ -23,6 +23,7 @@ from typing import Any
 import crc32c
 import pyarrow as pa
 
+from trafka.log.columnar import RecordArrays
 from trafka.log.records import RecordColumns
 from trafka.spark.columns import (
     NO_BOUNDS,
@@ -84,7 +85,7 @@ def _bytes_digest(data: bytes | None, value: int) -> int:
     return int(crc32c.crc32c(data, crc32c.crc32c(_LENGTH.pack(len(data)), value)))
 
 
-def record_digests(records: RecordColumns) -> list[int]:
+def record_digests(records: RecordColumns | RecordArrays) -> list[int]:
     """CRC-32C of each record's timestamp, key, value and headers (lengths included)."""
     digests: list[int] = []
     for timestamp, key, value, headers in zip(

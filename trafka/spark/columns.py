@@ -20,15 +20,14 @@ timestamp", becomes null).
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from trafka.log.batch import (
     HEADER_SIZE,
@@ -39,12 +38,12 @@ from trafka.log.batch import (
     crc_is_valid,
     parse_header,
 )
+from trafka.log.columnar import BinaryColumn, RecordArrays
 from trafka.log.errors import CorruptRecordError
 from trafka.log.records import (
     DEFAULT_MAX,
     RecordBatch,
     RecordColumns,
-    RecordHeader,
     decode_batch_columns,
 )
 from trafka.spark.logdir import ByteRange
@@ -105,6 +104,7 @@ COMPRESSION_NAMES = {
 
 _COMPRESSION_BY_ID = {int(codec): name for codec, name in COMPRESSION_NAMES.items()}
 _MAX_TIMESTAMP_MS = (1 << 62) // 1000
+_INT32_MAX = (1 << 31) - 1
 _INT64 = struct.Struct(">q")
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 
@@ -153,30 +153,56 @@ RECORD_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "sequence")
 BATCH_COLUMNS = tuple(name for name in LOG_SCHEMA.names if name not in RECORD_COLUMNS)
 
 
+MAX_BYTES_PER_ARROW_BATCH = 256 << 20
+"""A yielded Arrow batch is cut early when its keys, values and headers reach this size,
+so binary offsets stay int32 (Arrow `binary`, as Spark's `binary` needs)."""
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """One entry's rows: its per-batch values and its records (possibly one error row)."""
+
+    batch_values: tuple[Any, ...]
+    records: RecordArrays
+    offset_null: bool = False
+    sequence_null: bool = False
+
+
 @dataclass(slots=True)
 class LogColumns:
     """Batches (header values + record columns) collected and turned into Arrow batches.
 
-    Per-batch values are converted once per batch and repeated with `take`; record columns
-    are chained lists converted by pyarrow in C, and timestamps scaled by pyarrow compute:
-    per-record Python work stays in the log layer's decoder.
+    Record columns come from the log layer's vectorised decoder as numpy arrays and
+    Arrow-layout byte columns (`trafka.log.columnar.RecordArrays`); they are concatenated
+    and wrapped as Arrow arrays without per-record Python work. Per-batch values are
+    converted once per batch and repeated with `take`.
     """
 
     topic: str
     partition: int
     broker: int
     segment: str
-    batch_values: list[tuple[Any, ...]] = field(default_factory=list)
-    records: list[RecordColumns] = field(default_factory=list)
+    chunks: list[_Chunk] = field(default_factory=list)
     rows: int = 0
+    data_bytes: int = 0
 
     def __len__(self) -> int:
         return self.rows
 
-    def _add(self, values: dict[str, Any], records: RecordColumns) -> None:
-        self.batch_values.append(tuple(values[name] for name in BATCH_COLUMNS))
-        self.records.append(records)
-        self.rows += len(records)
+    def full(self, rows_per_batch: int) -> bool:
+        return self.rows >= rows_per_batch or self.data_bytes >= MAX_BYTES_PER_ARROW_BATCH
+
+    def _add(self, values: dict[str, Any], chunk_records: RecordArrays, **nulls: bool) -> None:
+        self.chunks.append(
+            _Chunk(tuple(values[name] for name in BATCH_COLUMNS), chunk_records, **nulls)
+        )
+        self.rows += len(chunk_records)
+        self.data_bytes += (
+            len(chunk_records.key_column.data)
+            + len(chunk_records.value_column.data)
+            + len(chunk_records.header_keys.data)
+            + len(chunk_records.header_values.data)
+        )
 
     def _batch_dict(self, position: int, header: BatchHeader) -> dict[str, Any]:
         return {
@@ -204,7 +230,7 @@ class LogColumns:
         self,
         position: int,
         header: BatchHeader,
-        records: RecordColumns,
+        records: RecordArrays,
         crc_valid: bool,
     ) -> None:
         if len(records) == 0:
@@ -219,69 +245,116 @@ class LogColumns:
         """One row for an entry whose records cannot be decoded."""
         if header is not None:
             values = self._batch_dict(position, header)
-            row = RecordColumns(
-                [header.base_offset],
-                [header.max_timestamp],
-                [None],
-                [None],
-                [()],
-                [header.base_sequence],
-            )
-        else:
-            values = dict.fromkeys(BATCH_COLUMNS)
-            values.update(
-                topic=self.topic,
-                partition=self.partition,
-                broker=self.broker,
-                segment=self.segment,
-                position=position,
-                batch_base_offset=base_offset,
-            )
-            row = RecordColumns([base_offset], [-1], [None], [None], [()], [None])  # type: ignore[list-item]
-        values.update(batch_crc_valid=False, batch_error=error)
-        self._add(values, row)
+            row = _error_row(header.base_offset, header.max_timestamp, header.base_sequence)
+            values.update(batch_crc_valid=False, batch_error=error)
+            self._add(values, row)
+            return
+        values = dict.fromkeys(BATCH_COLUMNS)
+        values.update(
+            topic=self.topic,
+            partition=self.partition,
+            broker=self.broker,
+            segment=self.segment,
+            position=position,
+            batch_base_offset=base_offset,
+            batch_crc_valid=False,
+            batch_error=error,
+        )
+        row = _error_row(base_offset or 0, -1, 0)
+        self._add(values, row, offset_null=base_offset is None, sequence_null=True)
 
     def to_arrow(self) -> pa.RecordBatch:
-        counts = [len(r) for r in self.records]
-        take = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+        chunks = self.chunks
+        counts = np.fromiter((len(c.records) for c in chunks), np.int64, len(chunks))
+        take = pa.array(np.repeat(np.arange(len(chunks), dtype=np.int64), counts))
         arrays: dict[str, pa.Array] = {}
         for index, name in enumerate(BATCH_COLUMNS):
             per_batch = pa.array(
-                [v[index] for v in self.batch_values], type=LOG_SCHEMA.field(name).type
+                [c.batch_values[index] for c in chunks], type=LOG_SCHEMA.field(name).type
             )
             arrays[name] = per_batch.take(take)
-        chain = itertools.chain.from_iterable
-        records = self.records
-        arrays["offset"] = pa.array(list(chain(r.offsets for r in records)), type=pa.int64())
-        arrays["timestamp"] = _timestamps(list(chain(r.timestamps for r in records)))
-        arrays["key"] = pa.array(list(chain(r.keys for r in records)), type=pa.binary())
-        arrays["value"] = pa.array(list(chain(r.values for r in records)), type=pa.binary())
-        arrays["headers"] = _headers(list(chain(r.headers for r in records)))
-        arrays["sequence"] = pa.array(list(chain(r.sequences for r in records)), type=pa.int32())
+        records = RecordArrays.concat([c.records for c in chunks])
+        offset_null = _row_mask([c.offset_null for c in chunks], counts)
+        sequence_null = _row_mask([c.sequence_null for c in chunks], counts)
+        arrays["offset"] = pa.array(records.offset_array, type=pa.int64(), mask=offset_null)
+        arrays["timestamp"] = _timestamps(records.timestamp_array)
+        arrays["key"] = _binary_array(records.key_column, pa.binary())
+        arrays["value"] = _binary_array(records.value_column, pa.binary())
+        arrays["headers"] = _headers(records)
+        arrays["sequence"] = pa.array(records.sequence_array, type=pa.int32(), mask=sequence_null)
         batch = pa.RecordBatch.from_arrays([arrays[n] for n in LOG_SCHEMA.names], schema=LOG_SCHEMA)
-        self.batch_values = []
-        self.records = []
+        self.chunks = []
         self.rows = 0
+        self.data_bytes = 0
         return batch
 
 
-def _timestamps(milliseconds: list[int]) -> pa.Array:
+def _error_row(offset: int, timestamp: int, sequence: int) -> RecordArrays:
+    return RecordArrays.from_columns(
+        RecordColumns([offset], [timestamp], [None], [None], [()], [sequence])
+    )
+
+
+def _row_mask(per_chunk: list[bool], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+    """Per-row null mask from per-chunk flags; None when no row is null."""
+    if not any(per_chunk):
+        return None
+    return np.repeat(np.array(per_chunk, dtype=np.bool_), counts)
+
+
+def _timestamps(milliseconds: npt.NDArray[np.int64]) -> pa.Array:
     """Kafka milliseconds -> `timestamp[us, UTC]`; negative (no timestamp) or absurd -> null."""
-    values = pa.array(milliseconds, type=pa.int64())
-    valid = pc.and_(pc.greater_equal(values, 0), pc.less_equal(values, _MAX_TIMESTAMP_MS))
-    micros = pc.multiply(pc.if_else(valid, values, 0), 1000)
-    return pc.if_else(valid, micros, None).cast(TIMESTAMP_TYPE)
+    valid = (milliseconds >= 0) & (milliseconds <= _MAX_TIMESTAMP_MS)
+    if bool(valid.all()):
+        return pa.array(milliseconds * 1000, type=TIMESTAMP_TYPE)
+    micros = np.where(valid, milliseconds, 0) * 1000
+    return pa.array(micros, type=TIMESTAMP_TYPE, mask=~valid)
 
 
-def _headers(per_record: list[tuple[RecordHeader, ...]]) -> pa.Array:
-    offsets = np.zeros(len(per_record) + 1, dtype=np.int32)
-    np.cumsum([len(h) for h in per_record], out=offsets[1:])
-    flat = list(itertools.chain.from_iterable(per_record))
-    keys = pa.array([h.key for h in flat], type=pa.string())
-    values = pa.array([h.value for h in flat], type=pa.binary())
-    structs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE))
+def _binary_array(column: BinaryColumn, arrow_type: pa.DataType) -> pa.Array:
+    """Wrap an Arrow-layout column without copying the data (offsets become int32)."""
+    count = len(column)
+    null_count = column.null_count
+    validity = (
+        None if null_count == 0 else pa.py_buffer(np.packbits(column.valid, bitorder="little"))
+    )
+    positions = column.positions
+    if int(positions[-1]) > _INT32_MAX:
+        raise ValueError("an Arrow batch's binary column is over 2 GiB")
+    return pa.Array.from_buffers(
+        arrow_type,
+        count,
+        [validity, pa.py_buffer(positions.astype(np.int32)), pa.py_buffer(column.data)],
+        null_count=null_count,
+    )
+
+
+def _header_keys(column: BinaryColumn) -> pa.Array:
+    """Header keys as Arrow strings; keys that are not UTF-8 get U+FFFD for bad bytes."""
+    keys = _binary_array(column, pa.string())
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        texts = [(k or b"").decode("utf-8", "replace") for k in column.to_list()]
+        keys = pa.array(texts, type=pa.string())
+    return keys
+
+
+def _headers(records: RecordArrays) -> pa.Array:
+    if len(records.header_keys) == 0:
+        structs = pa.StructArray.from_arrays(
+            [pa.array([], type=pa.string()), pa.array([], type=pa.binary())],
+            fields=list(HEADER_TYPE),
+        )
+    else:
+        structs = pa.StructArray.from_arrays(
+            [_header_keys(records.header_keys), _binary_array(records.header_values, pa.binary())],
+            fields=list(HEADER_TYPE),
+        )
     return pa.ListArray.from_arrays(
-        pa.array(offsets), structs, type=LOG_SCHEMA.field("headers").type
+        pa.array(records.header_positions.astype(np.int32)),
+        structs,
+        type=LOG_SCHEMA.field("headers").type,
     )
 
 
@@ -292,24 +365,26 @@ class DecodedEntry:
     position: int
     size: int
     header: BatchHeader | None
-    records: RecordColumns
+    records: RecordArrays
     crc_valid: bool
     error: str | None
     base_offset: int | None
 
 
-NO_RECORDS = RecordColumns([], [], [], [], [], [])
+NO_RECORDS = RecordArrays.from_columns(RecordColumns([], [], [], [], [], []))
 
 
-def _as_columns(batch: RecordBatch) -> RecordColumns:
+def _as_columns(batch: RecordBatch) -> RecordArrays:
     records = batch.records
-    return RecordColumns(
-        [r.offset for r in records],
-        [r.timestamp for r in records],
-        [r.key for r in records],
-        [r.value for r in records],
-        [r.headers for r in records],
-        [r.sequence for r in records],
+    return RecordArrays.from_columns(
+        RecordColumns(
+            [r.offset for r in records],
+            [r.timestamp for r in records],
+            [r.key for r in records],
+            [r.value for r in records],
+            [r.headers for r in records],
+            [r.sequence for r in records],
+        )
     )
 
 
@@ -438,7 +513,7 @@ def decode_range_to_arrow(
             columns.add_error(entry.position, entry.error, header, entry.base_offset)
         elif header is not None:
             columns.add_batch(entry.position, header, entry.records, entry.crc_valid)
-        if len(columns) >= rows_per_batch:
+        if columns.full(rows_per_batch):
             yield columns.to_arrow()
     if len(columns):
         yield columns.to_arrow()
