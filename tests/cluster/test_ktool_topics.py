@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.cluster import KnodeCluster
+from tests.support.waiting import wait_until
 from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -65,8 +66,12 @@ def test_topics_create_describe_alter_delete(knode: KnodeCluster) -> None:
     assert shrink.returncode == 1 and "INVALID_PARTITIONS" in shrink.stderr
 
     assert _ktool(knode, "delete", "kt-orders").returncode == 0
-    missing = _ktool(knode, "describe", "kt-orders")
-    assert missing.returncode == 1
+    # Until the controller finishes, describe shows the topic `MarkedForDeletion: true`.
+    missing = wait_until(
+        lambda: (outcome := _ktool(knode, "describe", "kt-orders")).returncode == 1 and outcome,
+        timeout_s=10,
+        what="the deletion to finish",
+    )
     assert "does not exist" in missing.stderr
     assert _ktool(knode, "delete", "kt-orders").returncode == 1
     assert _ktool(knode, "delete", "kt-orders", "--if-exists").returncode == 0

@@ -73,41 +73,50 @@ THREE_NODE_SETTINGS = [
 ]
 
 
+def _invoke(address: str, *args: str) -> list[str]:
+    """`ktool topics ARGS` against one node; its stdout lines (fails on a non-zero exit)."""
+    result = CliRunner().invoke(app, ["topics", *args, "--bootstrap-server", address])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.stderr
+    return result.stdout.splitlines()
+
+
 def test_killed_broker_makes_partitions_under_replicated(tmp_path: Path) -> None:
+    """Broker 3 is SIGKILLed: the filters find the shrunk partitions, and a topic deleted
+    while one of its replicas is on broker 3 stays pending, shown `MarkedForDeletion: true`
+    (the controller cannot finish until broker 3 returns, CTL-30)."""
     cluster = KnodeCluster(tmp_path, node_count=3, settings=THREE_NODE_SETTINGS, start=False)
     with cluster:
         for node_id in cluster.nodes:
             cluster.start(node_id, wait=False)
         for node_id in cluster.nodes:
             cluster.wait_ready(node_id, timeout_s=90)
-        created = CliRunner().invoke(
-            app,
-            [
-                *("topics", "create", "kf-replicated", "--partitions", "2"),
-                *("--replication-factor", "3", "--config", "min.insync.replicas=2"),
-                *("--bootstrap-server", cluster.bootstrap_servers),
-            ],
+        address = cluster.bootstrap_servers
+        _invoke(
+            address,
+            *("create", "kf-replicated", "--partitions", "2"),
+            *("--replication-factor", "3", "--config", "min.insync.replicas=2"),
         )
-        assert created.exit_code == 0, created.stderr
+        _invoke(address, "create", "kf-doomed", "--replica-assignment", "3:1,1:3")
         wait_until(
             lambda: _describe(cluster, "--under-replicated-partitions") == "",
             timeout_s=30,
             what="every ISR complete",
         )
         assert _describe(cluster, "--unavailable-partitions") == ""
+        assert "MarkedForDeletion" not in _describe(cluster)
 
         cluster.kill(3)
-        survivor = CliRunner()
+        survivor = cluster.address(1)
 
         def under_replicated() -> list[str]:
-            result = survivor.invoke(
-                app,
-                [
-                    *("topics", "describe", "--under-replicated-partitions"),
-                    *("--bootstrap-server", cluster.address(1)),
-                ],
-            )
-            return result.stdout.splitlines() if result.exit_code == 0 else []
+            try:
+                return _invoke(
+                    survivor, "describe", "kf-replicated", "--under-replicated-partitions"
+                )
+            except AssertionError:
+                return []
 
         wait_until(
             lambda: len(under_replicated()) == 2, timeout_s=30, what="both partitions shrunk"
@@ -115,11 +124,24 @@ def test_killed_broker_makes_partitions_under_replicated(tmp_path: Path) -> None
         lines = under_replicated()
         isrs = [line.split("\tIsr: ")[1].split("\t")[0] for line in lines]
         assert all(set(i.split(",")) == {"1", "2"} for i in isrs)
-        at_min = survivor.invoke(
-            app,
-            [
-                *("topics", "describe", "--at-min-isr-partitions"),
-                *("--bootstrap-server", cluster.address(1)),
-            ],
+        at_min = _invoke(survivor, "describe", "kf-replicated", "--at-min-isr-partitions")
+        assert len(at_min) == 2
+
+        # Deleted while its replica on broker 3 is down: pending, and the brokers have
+        # dropped it from Metadata, so describe reads it from the tree.
+        _invoke(survivor, "delete", "kf-doomed")
+        every = _invoke(survivor, "describe")
+        doomed = [line for line in every if "Topic: kf-doomed\t" in line]
+        assert len(doomed) == 3, every
+        assert doomed[0].startswith("Topic: kf-doomed\tTopicId: ")
+        assert doomed[0].endswith(
+            "\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: \tMarkedForDeletion: true"
         )
-        assert len(at_min.stdout.splitlines()) == 2
+        assert doomed[1].startswith("\tTopic: kf-doomed\tPartition: 0\tLeader: ")
+        assert "\tReplicas: 3,1\t" in doomed[1] and "\tReplicas: 1,3\t" in doomed[2]
+        assert all(line.endswith("\tMarkedForDeletion: true") for line in doomed)
+        assert not any("MarkedForDeletion" in line for line in every if line not in doomed)
+        assert _invoke(survivor, "describe", "kf-doomed") == doomed
+        document = json.loads("\n".join(_invoke(survivor, "describe", "kf-doomed", "--json")))
+        assert document[0]["marked_for_deletion"] is True
+        assert [p["replicas"] for p in document[0]["partitions"]] == [[3, 1], [1, 3]]

@@ -108,7 +108,7 @@ def _produce_numbered(
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is None:
-            acked[message.partition()].append(int(message.value()))  # type: ignore[arg-type]
+            acked[message.partition() or 0].append(int(message.value()))  # type: ignore[arg-type]
         else:
             failed.append(str(error))
 
@@ -193,9 +193,10 @@ def _consume_all(cluster: KnodeCluster, topic: str) -> dict[int, list[int]]:
             for message in consumer.consume(num_messages=10_000, timeout=0.5):
                 error = message.error()
                 assert error is None, error
-                partition = message.partition()
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
                 consumed[partition].append(int(message.value()))  # type: ignore[arg-type]
-                next_offsets[partition] = message.offset() + 1  # type: ignore[operator]
+                next_offsets[partition] = offset + 1
         return consumed
     finally:
         consumer.close()

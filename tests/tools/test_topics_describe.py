@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from trafka.metadata_quorum import znodes
 from trafka.tools.topics_cmd import (
     DescribeFilter,
     PartitionView,
@@ -11,6 +14,7 @@ from trafka.tools.topics_cmd import (
     partition_line,
     selected,
     topic_line,
+    topic_view_from_tree,
 )
 
 LIVE = frozenset({1, 2, 3})
@@ -52,6 +56,11 @@ def test_marked_for_deletion_is_the_last_field() -> None:
     assert line.endswith("\tLastKnownElr: N/A\tMarkedForDeletion: true")
 
 
+def test_marked_for_deletion_ends_the_topic_line() -> None:
+    line = topic_line("orders", "AAAAAAAAAAAAAAAAAAAAAA", 1, 3, {"a": "1"}, True)
+    assert line.endswith("\tReplicationFactor: 3\tConfigs: a=1\tMarkedForDeletion: true")
+
+
 def test_topic_line_sorts_configs() -> None:
     line = topic_line("orders", "AAAAAAAAAAAAAAAAAAAAAA", 6, 3, {"b": "2", "a": "1"})
     assert line == (
@@ -85,6 +94,7 @@ def test_each_filter() -> None:
     assert _pick(DescribeFilter(under_replicated=True)) == [1, 2, 3]
     assert _pick(DescribeFilter(unavailable=True)) == [3, 4]
     assert _pick(DescribeFilter(under_min_isr=True), min_isr=2) == [2, 3]
+    assert _pick(DescribeFilter(under_min_isr=True), min_isr=1) == [3]  # no leader
     assert _pick(DescribeFilter(at_min_isr=True), min_isr=2) == [1, 4]
     assert _pick(DescribeFilter(at_min_isr=True), min_isr=3) == [0]
 
@@ -104,3 +114,63 @@ def test_json_document_carries_moving_replicas() -> None:
         "adding_replicas": [2],
         "removing_replicas": [],
     }
+
+
+def _tree(states: dict[int, znodes.PartitionState]) -> dict[str, bytes]:
+    assignment = znodes.TopicAssignment(
+        partitions={0: (3, 1), 1: (1, 3), 2: (2, 3)},
+        topic_id="UaHolE2KjhJR-ytzGPZ15A",
+        adding_replicas={2: (3,)},
+        removing_replicas={2: (2,)},
+    )
+    nodes = {
+        znodes.topic_path("doomed"): assignment.to_json(),
+        znodes.partitions_path("doomed"): b"",
+    }
+    for index, state in states.items():
+        nodes[znodes.partition_path("doomed", index)] = b""
+        nodes[znodes.partition_state_path("doomed", index)] = state.to_json()
+    return nodes
+
+
+def test_pending_topic_is_described_from_the_tree() -> None:
+    leaderless = znodes.PartitionState(leader=-1, leader_epoch=2, isr=(1,), controller_epoch=1)
+    led = znodes.PartitionState(leader=1, leader_epoch=0, isr=(1, 3), controller_epoch=1)
+    config = znodes.EntityConfig({"min.insync.replicas": "2", "retention.ms": "1000"}).to_json()
+    view = topic_view_from_tree("doomed", _tree({0: leaderless, 1: led}), config)
+    assert view.marked_for_deletion
+    assert view.topic_id == "UaHolE2KjhJR-ytzGPZ15A"
+    assert view.replication_factor == 2
+    assert view.min_insync_replicas == 2
+    assert view.configs == {"min.insync.replicas": "2", "retention.ms": "1000"}
+    assert view.partitions == (
+        PartitionView(partition=0, leader=None, replicas=(3, 1), isr=(1,)),
+        PartitionView(partition=1, leader=1, replicas=(1, 3), isr=(1, 3)),
+        # No state node (yet): no leader, empty ISR.
+        PartitionView(
+            partition=2,
+            leader=None,
+            replicas=(2, 3),
+            isr=(),
+            adding_replicas=(3,),
+            removing_replicas=(2,),
+        ),
+    )
+    assert partition_line("doomed", view.partitions[0], view.marked_for_deletion) == (
+        "\tTopic: doomed\tPartition: 0\tLeader: none\tReplicas: 3,1\tIsr: 1\t"
+        "Elr: N/A\tLastKnownElr: N/A\tMarkedForDeletion: true"
+    )
+
+
+def test_pending_topic_without_config_node_has_the_default_min_isr() -> None:
+    view = topic_view_from_tree("doomed", _tree({}), None)
+    assert view.configs == {}
+    assert view.min_insync_replicas == 1
+    assert [p.leader for p in view.partitions] == [None, None, None]
+
+
+def test_pending_topic_with_bad_json_is_a_format_error() -> None:
+    nodes = _tree({})
+    nodes[znodes.topic_path("doomed")] = b"{not json"
+    with pytest.raises(znodes.ZNodeFormatError):
+        topic_view_from_tree("doomed", nodes, None)

@@ -23,10 +23,22 @@ and `--at-min-isr-partitions` (ISR below / equal to the topic's effective
 `min.insync.replicas` from DescribeConfigs). With a filter the topic lines are left out, as
 kafka-topics.sh does; several filters select the union.
 
+Topics pending deletion: `describe` appends `\tMarkedForDeletion: true` to the topic line and
+to each partition line of a topic queued in `/admin/delete_topics`, as kafka-topics.sh did
+with `--zookeeper` (TopicCommand's ZookeeperTopicService: `zkClient.isTopicMarkedForDeletion`).
+Metadata cannot say it, so the last request on the connection is trafka's private tree read
+(TrafkaDescribeZNodes, API key 10000, `trafka.node.metadata_client.read_znodes`) of the
+children of `/admin/delete_topics`. Once the controller has started a deletion the brokers
+drop the topic from Metadata (UpdateMetadata with leader -2, CTL-29), so a pending topic that
+Metadata no longer lists is described from the tree, as the ZooKeeper variant did:
+`/brokers/topics/<t>` (assignment, topic id), its partitions' `state` nodes (leader, ISR) and
+`/config/topics/<t>` (overrides). A Kafka broker closes the connection on the private
+request: against one, nothing is marked (Kafka's KRaft TopicCommand never prints the field).
+
 Not implemented: `--topic` regular expressions, `--exclude-internal` (internal topics are
-listed), `--command-config`, `MarkedForDeletion: true` (Metadata does not say whether a topic
-is queued in `/admin/delete_topics`; `partition_line` can print it once something does), the
-KIP-966 ELR fields (always `Elr: N/A`).
+listed), `--command-config`, `list`'s ZooKeeper-era `<t> - marked for deletion` suffix, the
+broker-level `min.insync.replicas` for a topic described from the tree (its own override or
+1), the KIP-966 ELR fields (always `Elr: N/A`).
 """
 
 from __future__ import annotations
@@ -41,9 +53,11 @@ from typing import Annotated, Any
 import trio
 import typer
 
+from trafka.metadata_quorum import znodes
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
 from trafka.node.handlers.kio_shape import build
+from trafka.node.metadata_client import MetadataReadError, read_znodes
 from trafka.node.topics import topic_id_text
 
 topics_app = typer.Typer(
@@ -104,7 +118,7 @@ async def _metadata(connection: KafkaConnection, topics: list[str] | None) -> An
 def _run(command: Callable[[], Awaitable[None]]) -> None:
     try:
         trio.run(command)
-    except TopicCommandError as error:
+    except (TopicCommandError, ClientError) as error:
         print(f"Error while executing topic command : {error}", file=sys.stderr)
         raise typer.Exit(code=1) from None
 
@@ -278,14 +292,14 @@ def selected(
 ) -> bool:
     """Whether `describe` prints this partition under `flags`.
 
-    under-min-isr: `isr < min.insync.replicas`; at-min-isr: `isr == min.insync.replicas`
-    (as TopicCommand's `hasUnderMinIsrPartitions` / `isAtMinIsrPartitions`)."""
+    under-min-isr: no leader, or `isr < min.insync.replicas`; at-min-isr:
+    `isr == min.insync.replicas` (TopicCommand's `isUnderMinIsr` / `isAtMinIsrPartitions`)."""
     if not flags.active:
         return True
     return (
         (flags.under_replicated and is_under_replicated(view))
         or (flags.unavailable and is_unavailable(view, live_brokers))
-        or (flags.under_min_isr and len(view.isr) < min_isr)
+        or (flags.under_min_isr and (view.leader is None or len(view.isr) < min_isr))
         or (flags.at_min_isr and len(view.isr) == min_isr)
     )
 
@@ -295,13 +309,23 @@ def _ids(values: tuple[int, ...]) -> str:
 
 
 def topic_line(
-    name: str, topic_id: str, partition_count: int, factor: int, configs: dict[str, str]
+    name: str,
+    topic_id: str,
+    partition_count: int,
+    factor: int,
+    configs: dict[str, str],
+    marked_for_deletion: bool = False,
 ) -> str:
+    """`Topic: t\tTopicId: ..\tPartitionCount: n\tReplicationFactor: r\tConfigs: k=v,..`
+    and, for a topic queued in `/admin/delete_topics`, `\tMarkedForDeletion: true`."""
     config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-    return (
+    line = (
         f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {partition_count}\t"
         f"ReplicationFactor: {factor}\tConfigs: {config_text}"
     )
+    if marked_for_deletion:
+        line += "\tMarkedForDeletion: true"
+    return line
 
 
 def partition_line(name: str, view: PartitionView, marked_for_deletion: bool = False) -> str:
@@ -336,6 +360,168 @@ def partition_document(view: PartitionView) -> dict[str, Any]:
 
 
 DEFAULT_MIN_INSYNC_REPLICAS = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+#: Pending topics one `describe` reads from the tree (each is one more request).
+MAX_PENDING_TOPICS_READ = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicView:
+    """One topic as `describe` shows it, from Metadata or (pending deletion, gone from
+    Metadata) from the tree."""
+
+    name: str
+    topic_id: str
+    partitions: tuple[PartitionView, ...]
+    configs: dict[str, str]
+    """Only the topic's own overrides (`Configs:` on the topic line)."""
+    min_insync_replicas: int
+    marked_for_deletion: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+def _min_insync(text: str) -> int:
+    return int(text) if text.isdigit() else DEFAULT_MIN_INSYNC_REPLICAS
+
+
+def topic_view_from_tree(name: str, nodes: dict[str, bytes], config: bytes | None) -> TopicView:
+    """A topic from its znodes (path -> data) under `/brokers/topics/<name>` and the data of
+    `/config/topics/<name>` (None when absent), as ZookeeperTopicService.describeTopic read
+    it: replicas from the assignment, leader and ISR from each partition's `state` (none
+    and empty when a partition has no state node). Raises ZNodeFormatError on bad JSON."""
+    assignment = znodes.TopicAssignment.from_json(nodes[znodes.topic_path(name)])
+    views = []
+    for index, replicas in sorted(assignment.partitions.items()):
+        state_data = nodes.get(znodes.partition_state_path(name, index))
+        state = None if state_data is None else znodes.PartitionState.from_json(state_data)
+        views.append(
+            PartitionView(
+                partition=index,
+                leader=None if state is None or state.leader < 0 else state.leader,
+                replicas=replicas,
+                isr=() if state is None else state.isr,
+                adding_replicas=assignment.adding_replicas.get(index, ()),
+                removing_replicas=assignment.removing_replicas.get(index, ()),
+            )
+        )
+    overrides = {} if config is None else znodes.EntityConfig.from_json(config).config
+    return TopicView(
+        name=name,
+        topic_id=assignment.topic_id or topic_id_text(uuid.UUID(int=0)),
+        partitions=tuple(views),
+        configs=overrides,
+        min_insync_replicas=_min_insync(overrides.get("min.insync.replicas", "")),
+        marked_for_deletion=True,
+    )
+
+
+async def _pending_deletions(connection: KafkaConnection) -> frozenset[str] | None:
+    """The children of `/admin/delete_topics`, or None when the server does not answer
+    trafka's tree read (a Kafka broker closes the connection on it)."""
+    try:
+        read = await read_znodes(connection, znodes.DELETE_TOPICS, children=True)
+    except MetadataReadError:
+        return None
+    return frozenset(child for node in read.nodes for child in node.children)
+
+
+async def _optional_data(connection: KafkaConnection, path: str) -> bytes | None:
+    try:
+        read = await read_znodes(connection, path, data=True)
+    except MetadataReadError as error:
+        if str(error).startswith("Node does not exist"):
+            return None
+        raise
+    return read.nodes[0].data if read.nodes else None
+
+
+async def _topic_from_tree(connection: KafkaConnection, name: str) -> TopicView | None:
+    """A pending topic read from the tree; None when it is gone by now."""
+    try:
+        read = await read_znodes(connection, znodes.topic_path(name), data=True, recursive=True)
+        config = await _optional_data(connection, znodes.topic_config_path(name))
+    except MetadataReadError as error:
+        if str(error).startswith("Node does not exist"):
+            return None
+        raise TopicCommandError(str(error)) from None
+    try:
+        return topic_view_from_tree(name, {n.path: n.data for n in read.nodes}, config)
+    except (znodes.ZNodeFormatError, KeyError) as error:
+        raise TopicCommandError(f"topic {name}: {error}") from None
+
+
+def _topic_view(
+    entry: Any,
+    every_config: dict[str, tuple[str, bool]],
+    moving: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]],
+    marked_for_deletion: bool,
+) -> TopicView:
+    name = str(entry.name)
+    views = []
+    for p in sorted(entry.partitions, key=lambda p: int(p.partition_index)):
+        index = int(p.partition_index)
+        adding, removing = moving.get((name, index), ((), ()))
+        views.append(
+            PartitionView(
+                partition=index,
+                leader=int(p.leader_id) if int(p.leader_id) >= 0 else None,
+                replicas=tuple(int(r) for r in p.replica_nodes),
+                isr=tuple(int(r) for r in p.isr_nodes),
+                adding_replicas=adding,
+                removing_replicas=removing,
+            )
+        )
+    return TopicView(
+        name=name,
+        topic_id=topic_id_text(getattr(entry, "topic_id", None) or uuid.UUID(int=0)),
+        partitions=tuple(views),
+        configs={k: v for k, (v, own) in every_config.items() if own},
+        min_insync_replicas=_min_insync(every_config.get("min.insync.replicas", ("", False))[0]),
+        marked_for_deletion=marked_for_deletion,
+    )
+
+
+async def _describe_topics(
+    connection: KafkaConnection, topic: str | None
+) -> tuple[list[TopicView], frozenset[int]]:
+    """The topics (all, or `topic`) and the live brokers: Metadata, DescribeConfigs and
+    ListPartitionReassignments, then the pending deletions (last: a Kafka broker closes the
+    connection on trafka's tree read)."""
+    response = await _metadata(connection, None if topic is None else [topic])
+    found = []
+    missing = []
+    for entry in response.topics:
+        code = int(entry.error_code)
+        if code == UNKNOWN_TOPIC_OR_PARTITION:
+            missing.append(str(entry.name))
+        elif code != 0:
+            raise TopicCommandError(_error(entry.error_code, None))
+        else:
+            found.append(entry)
+    all_configs = await _topic_configs(connection, [str(t.name) for t in found], dynamic_only=False)
+    moving = await _reassignments(connection)
+    pending = await _pending_deletions(connection) or frozenset()
+    views = [
+        _topic_view(entry, all_configs.get(str(entry.name), {}), moving, str(entry.name) in pending)
+        for entry in found
+    ]
+    listed = {view.name for view in views}
+    unlisted = sorted(name for name in pending - listed if topic is None or name == topic)[
+        :MAX_PENDING_TOPICS_READ
+    ]
+    for name in unlisted:
+        view = await _topic_from_tree(connection, name)
+        if view is not None:
+            views.append(view)
+    described = {view.name for view in views}
+    for name in missing:
+        if name not in described:
+            raise TopicCommandError(f"Topic '{name}' does not exist as expected")
+    live = frozenset(int(b.node_id) for b in response.brokers)
+    return sorted(views, key=lambda view: view.name), live
 
 
 async def _reassignments(
@@ -378,7 +564,8 @@ def describe(
     bootstrap_server: Bootstrap = "localhost:9092",
     as_json: JsonFlag = False,
 ) -> None:
-    """Describe topics: ids, partitions, leaders, replicas, ISR, moving replicas, configs."""
+    """Describe topics: ids, partitions, leaders, replicas, ISR, moving replicas, configs,
+    and whether a topic is marked for deletion."""
     flags = DescribeFilter(
         under_replicated=under_replicated_partitions,
         unavailable=unavailable_partitions,
@@ -389,60 +576,39 @@ def describe(
     async def command() -> None:
         connection = await _connect(bootstrap_server)
         try:
-            response = await _metadata(connection, None if topic is None else [topic])
-            topics = sorted(response.topics, key=lambda t: str(t.name))
-            for entry in topics:
-                if int(entry.error_code) != 0:
-                    raise TopicCommandError(
-                        f"Topic '{entry.name}' does not exist as expected"
-                        if int(entry.error_code) == 3
-                        else _error(entry.error_code, None)
-                    )
-            names = [str(t.name) for t in topics]
-            all_configs = await _topic_configs(connection, names, dynamic_only=False)
-            moving = await _reassignments(connection)
+            topics, live = await _describe_topics(connection, topic)
         finally:
             await connection.close()
-        live = frozenset(int(b.node_id) for b in response.brokers)
         documents = []
         lines = []
-        for entry in topics:
-            name = str(entry.name)
-            partitions = sorted(entry.partitions, key=lambda p: int(p.partition_index))
-            factor = len(partitions[0].replica_nodes) if partitions else 0
-            topic_id = topic_id_text(getattr(entry, "topic_id", None) or uuid.UUID(int=0))
-            every_config = all_configs.get(name, {})
-            topic_configs = {k: v for k, (v, source) in every_config.items() if source}
-            min_isr_text = every_config.get("min.insync.replicas", ("", False))[0]
-            min_isr = int(min_isr_text) if min_isr_text.isdigit() else DEFAULT_MIN_INSYNC_REPLICAS
-            views = []
-            for p in partitions:
-                index = int(p.partition_index)
-                adding, removing = moving.get((name, index), ((), ()))
-                view = PartitionView(
-                    partition=index,
-                    leader=int(p.leader_id) if int(p.leader_id) >= 0 else None,
-                    replicas=tuple(int(r) for r in p.replica_nodes),
-                    isr=tuple(int(r) for r in p.isr_nodes),
-                    adding_replicas=adding,
-                    removing_replicas=removing,
-                )
-                if selected(view, flags, live, min_isr):
-                    views.append(view)
+        for view in topics:
+            chosen = [
+                p for p in view.partitions if selected(p, flags, live, view.min_insync_replicas)
+            ]
             documents.append(
                 {
-                    "topic": name,
-                    "topic_id": topic_id,
-                    "partition_count": len(partitions),
-                    "replication_factor": factor,
-                    "min_insync_replicas": min_isr,
-                    "configs": topic_configs,
-                    "partitions": [partition_document(v) for v in views],
+                    "topic": view.name,
+                    "topic_id": view.topic_id,
+                    "partition_count": len(view.partitions),
+                    "replication_factor": view.replication_factor,
+                    "min_insync_replicas": view.min_insync_replicas,
+                    "configs": view.configs,
+                    "marked_for_deletion": view.marked_for_deletion,
+                    "partitions": [partition_document(p) for p in chosen],
                 }
             )
             if not flags.active:
-                lines.append(topic_line(name, topic_id, len(partitions), factor, topic_configs))
-            lines.extend(partition_line(name, v) for v in views)
+                lines.append(
+                    topic_line(
+                        view.name,
+                        view.topic_id,
+                        len(view.partitions),
+                        view.replication_factor,
+                        view.configs,
+                        view.marked_for_deletion,
+                    )
+                )
+            lines.extend(partition_line(view.name, p, view.marked_for_deletion) for p in chosen)
         if as_json:
             print(json.dumps(documents, indent=2))
         elif lines:
