@@ -10,14 +10,18 @@ this module performs, following its contract (`trafka.node.controller.effects`):
   every node races again; a node whose `/controller` is gone or not its own feeds
   `ControllerResign`.
 * **Events, one at a time** (CTL-10): one task owns the `Controller`. Watches are one-shot
-  and the node has a single quorum event stream, so instead of routing individual watch
-  notifications this shell re-reads the watched paths (KR-06: "re-read after the
-  notification") whenever any watch fires and at least every `POLL_INTERVAL_S`, and feeds an
-  event for every path whose contents changed: `BrokerChange` (children of `/brokers/ids`,
-  with each registration's czxid as broker epoch), `TopicChange` / `PartitionModifications`
-  (`/brokers/topics`), `TopicDeletion` (`/admin/delete_topics`), `PartitionReassignment`
-  (`/admin/reassign_partitions`), `PreferredReplicaElection`
-  (`/admin/preferred_replica_election`), `IsrChangeNotification` (`/isr_change_notification`).
+  (KR-06: "re-read after the notification"). `wake(event)` routes each fired watch to the
+  watched path it touched (`trafka.node.controller.watch_routes`), and `TreeWatcher` re-reads
+  and re-arms only those paths, feeding an event for every path whose contents changed:
+  `BrokerChange` (children of `/brokers/ids`, with each registration's czxid as broker
+  epoch), `TopicChange` / `PartitionModifications` (`/brokers/topics`, one topic's data per
+  changed topic, parsed again only when its mzxid moved), `TopicDeletion`
+  (`/admin/delete_topics`), `PartitionReassignment` (`/admin/reassign_partitions`),
+  `PreferredReplicaElection` (`/admin/preferred_replica_election`), `IsrChangeNotification`
+  (`/isr_change_notification`). A change costs the re-read of the paths it touched. Every
+  watched path is re-read at a new term, on a `SessionEvent` (events lost), every
+  `FULL_REREAD_INTERVAL_S` as a safety net, and on every tick (at least every
+  `POLL_INTERVAL_S`) while the node's wake-ups carry no event (`wake()` without one).
   Events from requests (ControlledShutdown, StopReplica answers, ElectLeaders) and timers
   arrive on a bounded channel and are handled between polls.
 * **Writes**: `step.writes` -> `tree_ops.to_multis` -> the quorum's `multi`, in order; a failed
@@ -28,9 +32,10 @@ this module performs, following its contract (`trafka.node.controller.effects`):
   new connection while the broker stays registered (a lost request only delays: brokers also
   re-learn on the next request).
 
-Not implemented: per-watch routing (every change is found by the re-read), controller-side
-bounds on repeatedly conflicting multis beyond `MAX_CONSECUTIVE_FAILED_STEPS` (then the
-controller resigns and the election runs again).
+Not implemented: routing below a topic (partition states are learned through
+`/isr_change_notification`, CTL-40); controller-side bounds on repeatedly conflicting
+multis beyond `MAX_CONSECUTIVE_FAILED_STEPS` (then the controller resigns and the election
+runs again).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import WatchEvent
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.messages import leader_and_isr as lai
 from trafka.net.messages import stop_replica as sr
@@ -73,11 +79,13 @@ from trafka.node.controller.events import (
 )
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
+from trafka.node.controller.watch_routes import Dirty, PendingChanges, WatchedPath
 from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
 
 log = logging.getLogger("trafka.node.controller")
 
 POLL_INTERVAL_S = 0.1
+FULL_REREAD_INTERVAL_S = 5.0
 CHANNEL_QUEUE_MAX = 1_000
 EVENT_QUEUE_MAX = 1_000
 REQUEST_TIMEOUT_S = 10.0
@@ -437,6 +445,166 @@ class _Seen:
     isr_changes: tuple[str, ...] | None = None
 
 
+class TreeWatcher:
+    """The controller's watched paths (CTL-08) read from the local replica: re-reads only
+    what a `Dirty` names (`watch_routes`), re-arms those watches, and returns one event per
+    path whose contents changed since they were last fed to the controller.
+
+    A topic's assignment is parsed again only when its znode's mzxid moved, so even a full
+    re-read costs one lookup per topic, not one JSON parse.
+    """
+
+    def __init__(self, quorum: Any) -> None:
+        self.quorum = quorum
+        self.seen = _Seen()
+        self._parsed: dict[str, tuple[int, Versioned[znodes.TopicAssignment]]] = {}
+        self.reads = 0
+        """Znode reads done by `changes` (for tests and logs)."""
+
+    def reset(self) -> None:
+        self.seen = _Seen()
+
+    def remember(self, snapshot: TreeSnapshot) -> None:
+        self.seen.brokers = snapshot.brokers
+        self.seen.topics = snapshot.topics
+        self.seen.deletions = snapshot.topics_to_delete
+        self.seen.reassignment = snapshot.reassignment
+        self.seen.preferred = snapshot.preferred_election
+        self.seen.isr_changes = snapshot.isr_change_notifications
+
+    def _get(self, path: str, *, watch: bool = False) -> tuple[bytes, Any] | None:
+        self.reads += 1
+        return _get(self.quorum, path, watch=watch)
+
+    def _children(self, path: str, *, watch: bool = False) -> list[str]:
+        self.reads += 1
+        return _children(self.quorum, path, watch=watch)
+
+    def _topic(self, name: str) -> Versioned[znodes.TopicAssignment] | None:
+        found = self._get(znodes.topic_path(name), watch=True)
+        if found is None:
+            self._parsed.pop(name, None)
+            return None
+        cached = self._parsed.get(name)
+        if cached is not None and cached[0] == found[1].mzxid:
+            return cached[1]
+        try:
+            assignment = Versioned(
+                znodes.TopicAssignment.from_json(found[0]), ZkVersion(found[1].version)
+            )
+        except znodes.ZNodeFormatError:
+            self._parsed.pop(name, None)
+            return None
+        self._parsed[name] = (found[1].mzxid, assignment)
+        return assignment
+
+    def _topics(self, dirty: Dirty) -> dict[str, Versioned[znodes.TopicAssignment]]:
+        previous = self.seen.topics or {}
+        if dirty.wants(WatchedPath.TOPICS) or self.seen.topics is None:
+            names = self._children(znodes.BROKER_TOPICS, watch=True)
+            stale = set(names) if dirty.everything or self.seen.topics is None else set()
+        else:
+            names = list(previous)
+            stale = set()
+        stale |= {name for name in names if name not in previous}
+        stale |= set(dirty.topics) & set(names)
+        for gone in set(self._parsed) - set(names):
+            del self._parsed[gone]
+        topics: dict[str, Versioned[znodes.TopicAssignment]] = {}
+        for name in sorted(names):
+            assignment = self._topic(name) if name in stale else previous.get(name)
+            if assignment is not None:
+                topics[name] = assignment
+        return topics
+
+    def _brokers(self) -> tuple[BrokerInfo, ...]:
+        brokers = []
+        for child in self._children(znodes.BROKER_IDS, watch=True):
+            if not child.isdigit():
+                continue
+            found = self._get(znodes.broker_path(int(child)), watch=True)
+            if found is None:
+                continue
+            try:
+                registration = znodes.BrokerRegistration.from_json(found[0], int(child))
+            except znodes.ZNodeFormatError:
+                continue
+            brokers.append(BrokerInfo.from_registration(registration, found[1].czxid))
+        return tuple(brokers)
+
+    def changes(self, dirty: Dirty) -> list[ControllerEvent]:
+        """Re-read what `dirty` names; one event per changed path (re-arming the watches)."""
+        quorum = self.quorum
+        seen = self.seen
+        events: list[ControllerEvent] = []
+        if dirty.wants(WatchedPath.BROKERS):
+            brokers = self._brokers()
+            if brokers != seen.brokers:
+                seen.brokers = brokers
+                events.append(BrokerChange(brokers))
+        if dirty.wants(WatchedPath.TOPICS) or dirty.topics:
+            previous = seen.topics or {}
+            topics = self._topics(dirty)
+            if set(topics) != set(previous):
+                events.append(TopicChange(topics))
+            for name, assignment in topics.items():
+                if name in previous and previous[name] != assignment:
+                    events.append(PartitionModifications(name, assignment))
+            seen.topics = topics
+        if dirty.wants(WatchedPath.DELETIONS):
+            deletions = tuple(self._children(znodes.DELETE_TOPICS, watch=True))
+            if deletions != seen.deletions:
+                seen.deletions = deletions
+                events.append(TopicDeletion(deletions))
+        if dirty.wants(WatchedPath.REASSIGNMENT):
+            self.reads += 1
+            reassignment = read_reassignment(quorum, watch=True)
+            if reassignment != seen.reassignment:
+                seen.reassignment = reassignment
+                events.append(PartitionReassignment(reassignment))
+        if dirty.wants(WatchedPath.PREFERRED):
+            self.reads += 1
+            preferred = read_preferred(quorum, watch=True)
+            if preferred != seen.preferred:
+                seen.preferred = preferred
+                if preferred is not None:
+                    events.append(
+                        PreferredReplicaElection(
+                            tuple(
+                                TopicPartition(p.topic, p.partition) for p in preferred.partitions
+                            )
+                        )
+                    )
+        if dirty.wants(WatchedPath.ISR_CHANGES):
+            isr_change = self._isr_changes()
+            if isr_change is not None:
+                events.append(isr_change)
+        return events
+
+    def _isr_changes(self) -> IsrChangeNotification | None:
+        isr_changes = tuple(self._children(znodes.ISR_CHANGE_NOTIFICATION, watch=True))
+        if not isr_changes or isr_changes == self.seen.isr_changes:
+            self.seen.isr_changes = isr_changes
+            return None
+        self.seen.isr_changes = isr_changes
+        states: dict[TopicPartition, Versioned[znodes.PartitionState]] = {}
+        for child in isr_changes:
+            found = self._get(f"{znodes.ISR_CHANGE_NOTIFICATION}/{child}")
+            if found is None:
+                continue
+            try:
+                notification = znodes.IsrChangeNotification.from_json(found[0])
+            except znodes.ZNodeFormatError:
+                continue
+            for p in notification.partitions:
+                tp = TopicPartition(p.topic, p.partition)
+                self.reads += 1
+                state = read_partition_state(self.quorum, tp)
+                if state is not None:
+                    states[tp] = state
+        return IsrChangeNotification(isr_changes, states)
+
+
 class ControllerService:
     """Runs the controller on this node when it wins `/controller` (see module docstring)."""
 
@@ -446,7 +614,10 @@ class ControllerService:
         self.config = config
         self.controller: Controller | None = None
         self.channels: dict[BrokerId, BrokerChannel] = {}
-        self._seen = _Seen()
+        self.watcher = TreeWatcher(quorum)
+        self._pending = PendingChanges()
+        self._routed = False
+        self._last_full_reread_s = 0.0
         self._send_events, self._receive_events = trio.open_memory_channel[Any](EVENT_QUEUE_MAX)
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -474,7 +645,7 @@ class ControllerService:
             self._send_events.send_nowait(event)
         except trio.WouldBlock:
             log.warning("controller event queue full: %s dropped", type(event).__name__)
-        self.wake()
+        self._wake.set()
 
     async def run_event(
         self, event: ControllerEvent, timeout_s: float = 30.0
@@ -488,7 +659,7 @@ class ControllerService:
             self._send_events.send_nowait(_Reply(event, send))
         except trio.WouldBlock:
             return None
-        self.wake()
+        self._wake.set()
         with trio.move_on_after(timeout_s):
             try:
                 return await receive.receive()
@@ -496,8 +667,15 @@ class ControllerService:
                 return None
         return None
 
-    def wake(self) -> None:
-        """Any quorum watch fired: re-read soon."""
+    def wake(self, event: object | None = None) -> None:
+        """A quorum event (`WatchEvent`/`SessionEvent`) for this node: re-read what it
+        touched, soon. Without an event (a caller that does not pass it), re-read every
+        watched path, as on a lost event stream."""
+        if isinstance(event, WatchEvent):
+            self._routed = True
+            self._pending.mark_path(event.path)
+        else:
+            self._pending.mark_everything()
         self._wake.set()
 
     # ---- the one controller task --------------------------------------------------------------
@@ -548,6 +726,24 @@ class ControllerService:
             if not self._active():
                 return
 
+    def _changes(self) -> list[ControllerEvent]:
+        """Re-read what the routed watches touched (everything on every poll while watch
+        events arrive without their path; everything every `FULL_REREAD_INTERVAL_S`
+        otherwise, as a safety net)."""
+        now_s = time.monotonic()
+        if not self._routed or now_s - self._last_full_reread_s >= FULL_REREAD_INTERVAL_S:
+            self._pending.mark_everything()
+        dirty = self._pending.take()
+        if dirty.everything:
+            self._last_full_reread_s = now_s
+        if dirty.empty:
+            return []
+        events = self.watcher.changes(dirty)
+        if any(isinstance(event, BrokerChange) for event in events):
+            assert self.watcher.seen.brokers is not None
+            self._sync_channels(self.watcher.seen.brokers)
+        return events
+
     async def _elect(self) -> None:
         from trafka.metadata_quorum.tree import ZooKeeperError
 
@@ -558,7 +754,8 @@ class ControllerService:
             return  # somebody else won (or the quorum is unavailable): try again later
         await self.quorum.sync()
         self.controller = Controller(BrokerId(self.node_id), self.config)
-        self._seen = _Seen()
+        self.watcher.reset()
+        self._pending.mark_everything()  # arm every watch of the new term
         # Drain stale events of a previous term.
         while True:
             try:
@@ -566,77 +763,11 @@ class ControllerService:
             except trio.WouldBlock:
                 break
         snapshot = read_snapshot(self.quorum)
-        self._remember_snapshot(snapshot)
+        self.watcher.remember(snapshot)
         self._sync_channels(snapshot.brokers)
         await self._process(ControllerFailover(snapshot, _now_ms()))
         if self.is_active:
             log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
-
-    def _remember_snapshot(self, snapshot: TreeSnapshot) -> None:
-        self._seen.brokers = snapshot.brokers
-        self._seen.topics = snapshot.topics
-        self._seen.deletions = snapshot.topics_to_delete
-        self._seen.reassignment = snapshot.reassignment
-        self._seen.preferred = snapshot.preferred_election
-        self._seen.isr_changes = snapshot.isr_change_notifications
-
-    def _changes(self) -> list[ControllerEvent]:
-        """Re-read the watched paths; one event per changed path (re-arming the watches)."""
-        quorum = self.quorum
-        events: list[ControllerEvent] = []
-        brokers = read_brokers(quorum, watch=True)
-        if brokers != self._seen.brokers:
-            self._seen.brokers = brokers
-            self._sync_channels(brokers)
-            events.append(BrokerChange(brokers))
-        topics = read_topics(quorum, watch=True)
-        for name in topics:
-            _get(quorum, znodes.topic_path(name), watch=True)
-        previous = self._seen.topics or {}
-        if set(topics) != set(previous):
-            events.append(TopicChange(topics))
-        for name, assignment in topics.items():
-            if name in previous and previous[name] != assignment:
-                events.append(PartitionModifications(name, assignment))
-        self._seen.topics = topics
-        deletions = tuple(_children(quorum, znodes.DELETE_TOPICS, watch=True))
-        if deletions != self._seen.deletions:
-            self._seen.deletions = deletions
-            events.append(TopicDeletion(deletions))
-        reassignment = read_reassignment(quorum, watch=True)
-        if reassignment != self._seen.reassignment:
-            self._seen.reassignment = reassignment
-            events.append(PartitionReassignment(reassignment))
-        preferred = read_preferred(quorum, watch=True)
-        if preferred != self._seen.preferred:
-            self._seen.preferred = preferred
-            if preferred is not None:
-                events.append(
-                    PreferredReplicaElection(
-                        tuple(TopicPartition(p.topic, p.partition) for p in preferred.partitions)
-                    )
-                )
-        isr_changes = tuple(_children(quorum, znodes.ISR_CHANGE_NOTIFICATION, watch=True))
-        if isr_changes and isr_changes != self._seen.isr_changes:
-            self._seen.isr_changes = isr_changes
-            states: dict[TopicPartition, Versioned[znodes.PartitionState]] = {}
-            for child in isr_changes:
-                found = _get(quorum, f"{znodes.ISR_CHANGE_NOTIFICATION}/{child}")
-                if found is None:
-                    continue
-                try:
-                    notification = znodes.IsrChangeNotification.from_json(found[0])
-                except znodes.ZNodeFormatError:
-                    continue
-                for p in notification.partitions:
-                    tp = TopicPartition(p.topic, p.partition)
-                    state = read_partition_state(quorum, tp)
-                    if state is not None:
-                        states[tp] = state
-            events.append(IsrChangeNotification(isr_changes, states))
-        elif not isr_changes:
-            self._seen.isr_changes = isr_changes
-        return events
 
     async def _process(self, event: ControllerEvent) -> ControllerStep | None:
         controller = self.controller
@@ -745,7 +876,7 @@ class ControllerService:
         for scope in self._timer_scopes:
             scope.cancel()
         self._timer_scopes.clear()
-        self._seen = _Seen()
+        self.watcher.reset()
         for waiters in self.pending_answers.values():
             for waiter in waiters:
                 waiter.close()
