@@ -19,7 +19,9 @@ reassignments, pending_deletions, controller, quorum_status, metadata_errors.
 `partitions.under_replicated` is `size(isr) < size(replicas)` (null, like `isr`, when the
 partition has no state znode yet); `reassignments` merges the
 `/admin/reassign_partitions` plan (ZK-era tools) with KIP-455's adding/removing replicas
-of `/brokers/topics/<t>`. Consumer-group offsets are not znodes: they are read from the
+of `/brokers/topics/<t>` (a planned partition whose topic znode has neither yet gets the
+difference between its replicas and the target, as ListPartitionReassignments answers).
+Consumer-group offsets are not znodes: they are read from the
 `__consumer_offsets` log (`trafka.spark.offsets`).
 
 The same document comes from a live node with `--bootstrap-server`
@@ -330,6 +332,11 @@ def _partition(
     if adding or removing or target is not None:
         if target is None:
             target = tuple(r for r in replicas if r not in removing)
+        elif not adding and not removing:
+            # Planned, not started (no KIP-455 fields yet): the difference to the target,
+            # as ListPartitionReassignments reports it.
+            adding = [r for r in target if r not in replicas]
+            removing = [r for r in replicas if r not in target]
         tables.rows["reassignments"].append(
             {
                 "topic": topic,
