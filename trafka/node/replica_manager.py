@@ -35,7 +35,8 @@ escaping to the connection.
 Replication throttles (KIP-73, `replication.throttle`): `leader_quota` and `follower_quota`
 take their settings from this node's local replica of the metadata tree
 (`/config/brokers/<id>` for the two rates, `/config/topics/<t>` for the throttled-replica
-lists of the topics this node holds), re-read every `THROTTLE_REFRESH_INTERVAL_S`, so an
+lists of the topics this node holds), re-read every `THROTTLE_REFRESH_INTERVAL_S` and after
+every LeaderAndIsr, so an
 AlterConfigs on any broker takes effect here without a restart. `read` returns no data to a
 follower outside the ISR for a partition of the leader list while the leader quota is
 exceeded; the Fetch handler records the bytes it sent for listed partitions
@@ -256,6 +257,7 @@ class ReplicaManager:
                 if self.fetchers is not None:
                     self.fetchers.add(tp, update.leader)
             errors[(update.topic, update.partition)] = int(ErrorCode.none)
+        self.refresh_throttles()
         self._wake_fetches()
         return errors
 
@@ -418,15 +420,20 @@ class ReplicaManager:
         except znodes.ZNodeFormatError:
             return {}
 
+    def refresh_throttles(self) -> None:
+        """Re-read and apply the throttle settings (periodically and after every
+        LeaderAndIsr, so a partition starts under its throttle)."""
+        try:
+            settings = self.read_throttle_settings()
+        except Exception:  # a stopping quorum must not take the replica manager down
+            log_.exception("cannot read the replication throttle configs")
+            return
+        if settings is not None:
+            self.apply_throttle_settings(settings)
+
     async def _throttle_config_loop(self) -> None:
         while True:
-            try:
-                settings = self.read_throttle_settings()
-            except Exception:  # a stopping quorum must not take the replica manager down
-                log_.exception("cannot read the replication throttle configs")
-                settings = None
-            if settings is not None:
-                self.apply_throttle_settings(settings)
+            self.refresh_throttles()
             await trio.sleep(THROTTLE_REFRESH_INTERVAL_S)
 
     def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:

@@ -22,9 +22,30 @@ the controller named in the Metadata response. `generate` uses Kafka's
 `assignReplicasToBrokers` (`trafka.node.controller.assignment`). Failures print one line on
 stderr and exit with status 1.
 
-Not implemented: `--throttle`, `--replica-alter-log-dirs-throttle`, `--additional`,
-`--preserve-throttles`, log dirs other than "any", `--disable-rack-aware` (racks are used
-when every broker has one).
+Replication throttles (KIP-73), as kafka-reassign-partitions.sh sets and clears them:
+
+    ktool reassign execute --reassignment-json-file plan.json --throttle 1000000
+    ktool reassign verify  --reassignment-json-file plan.json   # clears them when done
+
+* `execute --throttle BYTES_PER_SEC` prints Kafka's "Warning: You must run --verify
+  periodically, ..." line, then sets, with IncrementalAlterConfigs SET, on every moving
+  topic `leader.replication.throttled.replicas` = `partition:source` for every current
+  replica of every moving partition and `follower.replication.throttled.replicas` =
+  `partition:destination` for every replica being added (ongoing reassignments included,
+  Kafka's `calculateProposedMoveMap`), and on every broker involved (sources and
+  destinations; each broker is sent its own BROKER resource)
+  `leader.replication.throttled.rate` = `follower.replication.throttled.rate` = the rate,
+  printing "The inter-broker throttle limit was set to N B/s".
+* `verify`, once no reassignment at all is in progress, and `cancel` remove both topic keys
+  from every topic of the plan and both rates from every live broker and every broker of
+  the plan ("Clearing broker-level throttles on brokers 1,2,3" / "Clearing topic-level
+  throttles on topic t"); `--preserve-throttles` keeps them.
+
+Not implemented: `--replica-alter-log-dirs-throttle` (and the
+`replica.alter.log.dirs.io.max.bytes.per.second` it sets: moves between log dirs of one
+broker do not exist here), `--additional` (execute never refuses because of ongoing
+reassignments; re-running it with another `--throttle` changes the throttle), log dirs
+other than "any", `--disable-rack-aware` (racks are used when every broker has one).
 """
 
 from __future__ import annotations
@@ -32,7 +53,8 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,6 +74,28 @@ reassign_app = typer.Typer(
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", help="host:port of any broker")]
 PlanFile = Annotated[Path, typer.Option("--reassignment-json-file", help="plan JSON")]
+PreserveThrottles = Annotated[
+    bool,
+    typer.Option(
+        "--preserve-throttles",
+        help="Do not modify broker or topic throttles.",
+    ),
+]
+
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_LEVEL_THROTTLES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+TOPIC_LEVEL_THROTTLES = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+OP_SET = 0
+OP_DELETE = 1
+YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to "
+    "ensure the throttle is removed."
+)
 
 
 class CommandError(Exception):
@@ -183,6 +227,201 @@ def _names(partitions: list[tuple[str, int]]) -> str:
     return ",".join(f"{t}-{p}" for t, p in partitions)
 
 
+# ---- throttles (KIP-73) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMove:
+    """Kafka's PartitionMove: the replicas data flows from and the replicas it flows to."""
+
+    sources: frozenset[int]
+    destinations: frozenset[int]
+
+
+MoveMap = dict[str, dict[int, PartitionMove]]
+
+
+def proposed_move_map(
+    ongoing: dict[tuple[str, int], tuple[list[int], list[int]]],
+    proposed: dict[tuple[str, int], list[int]],
+    current: dict[tuple[str, int], list[int]],
+) -> MoveMap:
+    """Kafka's calculateProposedMoveMap: ongoing reassignments ((replicas, adding) each:
+    sources = replicas - adding, destinations = adding), then every proposed partition
+    (sources = the ongoing sources or the current replicas, destinations = target -
+    sources)."""
+    moves: MoveMap = {}
+    for (topic, partition), (replicas, adding) in ongoing.items():
+        moves.setdefault(topic, {})[partition] = PartitionMove(
+            frozenset(replicas) - frozenset(adding), frozenset(adding)
+        )
+    for (topic, partition), target in proposed.items():
+        partition_moves = moves.setdefault(topic, {})
+        if partition in partition_moves:
+            sources = partition_moves[partition].sources
+        elif (topic, partition) in current:
+            sources = frozenset(current[(topic, partition)])
+        else:
+            raise CommandError(
+                f"Trying to reassign a topic partition {topic}-{partition} with 0 replicas"
+            )
+        partition_moves[partition] = PartitionMove(sources, frozenset(target) - sources)
+    return moves
+
+
+def leader_throttles(moves: MoveMap) -> dict[str, str]:
+    """topic -> `partition:source,...` (Kafka's calculateLeaderThrottles, TreeSet order)."""
+    return {
+        topic: ",".join(
+            sorted({f"{p}:{b}" for p, move in partition_moves.items() for b in move.sources})
+        )
+        for topic, partition_moves in moves.items()
+    }
+
+
+def follower_throttles(moves: MoveMap) -> dict[str, str]:
+    """topic -> `partition:destination,...` (Kafka's calculateFollowerThrottles)."""
+    return {
+        topic: ",".join(
+            sorted(
+                {
+                    f"{p}:{b}"
+                    for p, move in partition_moves.items()
+                    for b in move.destinations
+                    if b not in move.sources
+                }
+            )
+        )
+        for topic, partition_moves in moves.items()
+    }
+
+
+def reassigning_brokers(moves: MoveMap) -> list[int]:
+    return sorted(
+        {
+            b
+            for partition_moves in moves.values()
+            for move in partition_moves.values()
+            for b in move.sources | move.destinations
+        }
+    )
+
+
+async def _alter_configs(
+    connection: KafkaConnection,
+    resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
+) -> None:
+    """IncrementalAlterConfigs; CommandError naming the first failed resource."""
+    if not resources:
+        return
+    response = await _call(
+        connection,
+        44,
+        {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": key, "config_operation": operation, "value": value}
+                        for key, operation, value in configs
+                    ],
+                }
+                for resource_type, name, configs in resources
+            ],
+            "validate_only": False,
+        },
+        1,
+    )
+    for result in response.responses:
+        if int(result.error_code) != 0:
+            kind = "topic" if int(result.resource_type) == TOPIC_RESOURCE else "broker"
+            message = f": {result.error_message}" if result.error_message else ""
+            raise CommandError(
+                f"Cannot alter the configs of {kind} {result.resource_name}: "
+                f"{_error_name(result.error_code)}{message}"
+            )
+
+
+def _broker_addresses(metadata: Any) -> dict[int, str]:
+    return {int(b.node_id): f"{b.host}:{int(b.port)}" for b in metadata.brokers}
+
+
+async def _alter_broker_configs(
+    metadata: Any, brokers: Iterable[int], configs: list[tuple[str, int, str | None]]
+) -> None:
+    """Each broker's BROKER resource goes to that broker (as Kafka's admin client sends
+    it); brokers that are not live are skipped."""
+    addresses = _broker_addresses(metadata)
+    for broker_id in brokers:
+        address = addresses.get(broker_id)
+        if address is None:
+            continue
+        connection = await _connect(address)
+        try:
+            await _alter_configs(connection, [(BROKER_RESOURCE, str(broker_id), configs)])
+        finally:
+            await connection.close()
+
+
+async def _set_throttles(
+    connection: KafkaConnection,
+    metadata: Any,
+    moves: MoveMap,
+    throttle_bytes_per_second: int,
+) -> None:
+    """Kafka's modifyReassignmentThrottle: topic lists first, then the broker rates."""
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    await _alter_configs(
+        connection,
+        [
+            (
+                TOPIC_RESOURCE,
+                topic,
+                [
+                    (LEADER_THROTTLED_REPLICAS, OP_SET, leaders[topic]),
+                    (FOLLOWER_THROTTLED_REPLICAS, OP_SET, followers[topic]),
+                ],
+            )
+            for topic in sorted(moves)
+        ],
+    )
+    rate = str(throttle_bytes_per_second)
+    await _alter_broker_configs(
+        metadata,
+        reassigning_brokers(moves),
+        [(LEADER_THROTTLED_RATE, OP_SET, rate), (FOLLOWER_THROTTLED_RATE, OP_SET, rate)],
+    )
+    print(f"The inter-broker throttle limit was set to {throttle_bytes_per_second} B/s")
+
+
+async def _clear_all_throttles(
+    connection: KafkaConnection, metadata: Any, plan: dict[tuple[str, int], list[int]]
+) -> None:
+    """Kafka's clearAllThrottles: every live broker and every broker of the plan, every
+    topic of the plan."""
+    brokers = set(_broker_addresses(metadata)) | {b for r in plan.values() for b in r}
+    print(
+        f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+        + ",".join(str(b) for b in sorted(brokers))
+    )
+    await _alter_broker_configs(
+        metadata, sorted(brokers), [(key, OP_DELETE, None) for key in BROKER_LEVEL_THROTTLES]
+    )
+    topics = sorted({topic for topic, _ in plan})
+    print(
+        f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} "
+        + ",".join(topics)
+    )
+    await _alter_configs(
+        connection,
+        [
+            (TOPIC_RESOURCE, topic, [(key, OP_DELETE, None) for key in TOPIC_LEVEL_THROTTLES])
+            for topic in topics
+        ],
+    )
+
+
 # ---- reassign ----------------------------------------------------------------------------
 
 
@@ -245,8 +484,22 @@ def generate(
 
 
 @reassign_app.command("execute")
-def execute(plan_file: PlanFile, bootstrap_server: Bootstrap = "localhost:9092") -> None:
-    """Start the reassignment in the plan."""
+def execute(
+    plan_file: PlanFile,
+    bootstrap_server: Bootstrap = "localhost:9092",
+    throttle: Annotated[
+        int,
+        typer.Option(
+            "--throttle",
+            help="The movement of partitions between brokers will be throttled to this "
+            "value (bytes/sec); run verify until the reassignment completes to remove the "
+            "throttle. Resubmitting the plan with another value changes it. "
+            "(--replica-alter-log-dirs-throttle is not supported: there are no log-dir "
+            "moves.)",
+        ),
+    ] = -1,
+) -> None:
+    """Start the reassignment in the plan, optionally throttled (KIP-73)."""
 
     async def command() -> None:
         plan = parse_plan(_read_json(plan_file))
@@ -261,6 +514,17 @@ def execute(plan_file: PlanFile, bootstrap_server: Bootstrap = "localhost:9092")
             print(_plan_json({k: current[k] for k in plan}))
             print()
             print("Save this to use as the --reassignment-json-file option during rollback")
+            if throttle >= 0:
+                print(YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE)
+                ongoing = {
+                    key: (
+                        [int(r) for r in p.replicas],
+                        [int(r) for r in p.adding_replicas],
+                    )
+                    for key, p in (await _ongoing(connection)).items()
+                }
+                moves = proposed_move_map(ongoing, plan, current)
+                await _set_throttles(connection, metadata, moves, throttle)
             response = await _alter(connection, {k: v for k, v in plan.items()})
         finally:
             await connection.close()
@@ -314,52 +578,73 @@ async def _ongoing(connection: KafkaConnection) -> dict[tuple[str, int], Any]:
 
 
 @reassign_app.command("verify")
-def verify(plan_file: PlanFile, bootstrap_server: Bootstrap = "localhost:9092") -> None:
-    """Report, per partition of the plan, whether its reassignment completed."""
+def verify(
+    plan_file: PlanFile,
+    bootstrap_server: Bootstrap = "localhost:9092",
+    preserve_throttles: PreserveThrottles = False,
+) -> None:
+    """Report, per partition of the plan, whether its reassignment completed; once no
+    reassignment is in progress, remove the replication throttles."""
 
     async def command() -> None:
         plan = parse_plan(_read_json(plan_file))
         connection = await _connect(bootstrap_server)
         try:
             ongoing = await _ongoing(connection)
-            current = _assignment(await _metadata(connection))
+            metadata = await _metadata(connection)
+            current = _assignment(metadata)
+            _print_status(plan, ongoing, current)
+            if not ongoing and not preserve_throttles:
+                # Like Kafka: all throttles, since the sources of earlier moves are unknown.
+                await _clear_all_throttles(connection, metadata, plan)
         finally:
             await connection.close()
-        print("Status of partition reassignment:")
-        unfinished = False
-        for (topic, partition), target in sorted(plan.items()):
-            name = f"{topic}-{partition}"
-            if (topic, partition) in ongoing:
-                unfinished = True
-                print(f"Reassignment of partition {name} is still in progress.")
-            elif current.get((topic, partition)) == target:
-                print(f"Reassignment of partition {name} is completed.")
-            else:
-                unfinished = True
-                replicas = ",".join(str(r) for r in current.get((topic, partition), []))
-                wanted = ",".join(str(r) for r in target)
-                print(
-                    f"There is no active reassignment of partition {name}, but replica set is "
-                    f"{replicas} rather than {wanted}."
-                )
-        if unfinished:
+        if any(key in ongoing or current.get(key) != target for key, target in plan.items()):
             raise typer.Exit(code=1)
 
     _run(command)
 
 
+def _print_status(
+    plan: dict[tuple[str, int], list[int]],
+    ongoing: dict[tuple[str, int], Any],
+    current: dict[tuple[str, int], list[int]],
+) -> None:
+    print("Status of partition reassignment:")
+    for (topic, partition), target in sorted(plan.items()):
+        name = f"{topic}-{partition}"
+        if (topic, partition) in ongoing:
+            print(f"Reassignment of partition {name} is still in progress.")
+        elif current.get((topic, partition)) == target:
+            print(f"Reassignment of partition {name} is completed.")
+        else:
+            replicas = ",".join(str(r) for r in current.get((topic, partition), []))
+            wanted = ",".join(str(r) for r in target)
+            print(
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{replicas} rather than {wanted}."
+            )
+
+
 @reassign_app.command("cancel")
-def cancel(plan_file: PlanFile, bootstrap_server: Bootstrap = "localhost:9092") -> None:
-    """Cancel the reassignments of the plan's partitions (back to the original replicas)."""
+def cancel(
+    plan_file: PlanFile,
+    bootstrap_server: Bootstrap = "localhost:9092",
+    preserve_throttles: PreserveThrottles = False,
+) -> None:
+    """Cancel the reassignments of the plan's partitions (back to the original replicas)
+    and remove the replication throttles."""
 
     async def command() -> None:
         plan = parse_plan(_read_json(plan_file))
-        connection, _ = await _controller(bootstrap_server)
+        connection, metadata = await _controller(bootstrap_server)
         try:
             response = await _alter(connection, dict.fromkeys(plan))
+            _report(response, "cancelled")
+            if not preserve_throttles:
+                await _clear_all_throttles(connection, metadata, plan)
         finally:
             await connection.close()
-        _report(response, "cancelled")
 
     _run(command)
 

@@ -9,6 +9,8 @@ marked dynamic in `trafka.node.config` (INVALID_REQUEST otherwise). The replicat
 throttles (KIP-73: broker `leader/follower.replication.throttled.rate`, topic
 `leader/follower.replication.throttled.replicas`) are read from the tree by the replica
 manager of every broker and take effect without a restart.
+Topic resources start from the topic's current configs in the tree (synced first, as in
+DescribeConfigs), not from a possibly stale cache.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
 
 Not implemented: cluster-default broker configs (`/config/brokers/<default>`), BROKER_LOGGER.
@@ -20,6 +22,7 @@ import functools
 from typing import Any
 
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.describe_configs import refresh_topic_from_tree
 from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
@@ -33,6 +36,9 @@ def _replace_all(
 @register(api_key=33, name="AlterConfigs", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
+    await refresh_topic_from_tree(
+        ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
+    )
     for resource in request.resources:
         configs = {str(c.name): c.value for c in resource.configs}
         error_code, message = await ctx.broker.alter_configs(

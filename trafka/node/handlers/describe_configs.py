@@ -10,6 +10,12 @@ BROKER (4) - every key of `trafka.node.config` for this broker ("" or its own id
 broker's id gets INVALID_REQUEST: clients send broker resources to that broker).
 `configuration_keys` filters; unknown keys are omitted.
 Sensitive values (controller.quorum.secret) are null with is_sensitive=true.
+
+Topic configs are read fresh: before a TOPIC resource is described (or altered, by
+AlterConfigs / IncrementalAlterConfigs) the broker syncs with the quorum and re-reads the
+topic from the tree (`refresh_topic_from_tree`), since a config written through another
+broker (e.g. the throttled-replica lists `ktool reassign` sets and clears, KIP-73) does not
+otherwise reach this broker's topic cache.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
@@ -29,12 +35,29 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
+async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int, str]]) -> None:
+    """Sync with the quorum once, then re-read every TOPIC resource's topic into the cache
+    (its assignment, partition states and `/config/topics/<t>`)."""
+    broker = ctx.broker
+    names = sorted({name for kind, name in resources if kind == TOPIC_RESOURCE and name})
+    store = getattr(broker, "store", None)
+    if not names or store is None:
+        return
+    await store.sync()
+    for name in names:
+        if broker.topics.get(name) is not None:
+            await broker.topics.refresh_topic(name)
+
+
 @register(api_key=32, name="DescribeConfigs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
+    await refresh_topic_from_tree(
+        ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
+    )
     for resource in request.resources:
         resource_type = int(resource.resource_type)
         name = str(resource.resource_name)

@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.describe_configs import refresh_topic_from_tree
 from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
@@ -71,6 +72,9 @@ def _apply_changes(
 @register(api_key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
+    await refresh_topic_from_tree(
+        ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
+    )
     for resource in request.resources:
         changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
         error_code, message = await ctx.broker.alter_configs(
