@@ -1,10 +1,20 @@
-"""Replication quotas (KIP-73): rate arithmetic, throttled-replica lists, who is throttled."""
+"""Replication quotas (KIP-73): rate arithmetic, throttled-replica lists, who is throttled,
+and the leader side in the replica manager (a follower outside the ISR of a listed partition
+gets no data while the leader quota is exceeded; in-sync followers and unlisted partitions
+are never held back)."""
 
 from __future__ import annotations
+
+import random
+from pathlib import Path
 
 import pytest
 
 from trafka.log.config import LogConfig
+from trafka.log.records import NewRecord, build_batch
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
@@ -15,9 +25,11 @@ from trafka.node.replication.throttle import (
     ReplicationQuota,
     SampledRate,
     ThrottledPartitions,
+    ThrottleSettings,
     parse_throttled_replicas,
     settings_from_configs,
 )
+from trafka.node.topics import TopicManager
 
 T0 = 1_000_000
 
@@ -165,3 +177,82 @@ def test_settings_from_the_tree_values() -> None:
     unset = settings_from_configs(2, {}, {})
     assert unset.leader_rate_bytes_per_second == LONG_MAX
     assert unset.follower_rate_bytes_per_second == LONG_MAX
+
+
+# ---- the leader side in the replica manager ------------------------------------------------
+
+NOW = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = NOW
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def _leader(tmp_path: Path, isr: tuple[int, ...]) -> tuple[ReplicaManager, Clock]:
+    store = FileMetadataStore(tmp_path / "tree.json")
+    topics = TopicManager(
+        store,
+        node_id=1,
+        live_brokers=lambda: [1, 2],
+        validate_configs=lambda _configs: None,
+        rng=random.Random(1),
+    )
+    for name in ("moving", "still"):
+        await topics.create(name, {0: [1, 2]}, {})
+    logs = LocalLogs([tmp_path / "logs"], LogConfig(), now_ms=NOW, node_id=1, cluster_id="c")
+    clock = Clock()
+    manager = ReplicaManager(
+        node_id=1,
+        topics=topics,
+        log_manager=logs,
+        log_config_for=lambda _topic: LogConfig(),
+        now_ms=clock,
+    )
+    manager.apply_leader_and_isr(
+        [PartitionStateUpdate(name, 0, 1, 1, 1, isr, 0, (1, 2)) for name in ("moving", "still")]
+    )
+    for name in ("moving", "still"):
+        log = manager.get_or_create_log(name, 0)
+        for _ in range(4):
+            log.append_as_leader(
+                build_batch([NewRecord(b"x" * 1000, timestamp=NOW)]), leader_epoch=1, now_ms=NOW
+            )
+    manager.apply_throttle_settings(
+        ThrottleSettings(
+            leader_rate_bytes_per_second=1000,
+            leader_partitions={"moving": ThrottledPartitions(partitions=frozenset({0}))},
+        )
+    )
+    return manager, clock
+
+
+def _fetch(manager: ReplicaManager, topic: str, replica_id: int = 2) -> int:
+    result = manager.read(topic, 0, 0, max_bytes=1 << 20, isolation_level=0, replica_id=replica_id)
+    assert result.error_code == 0
+    return result.size
+
+
+async def test_out_of_sync_follower_is_held_back_once_the_quota_is_exceeded(
+    tmp_path: Path,
+) -> None:
+    manager, clock = await _leader(tmp_path, isr=(1,))
+    size = _fetch(manager, "moving")
+    assert size > 1000  # nothing recorded yet: the first fetch is served
+    manager.record_leader_throttled_bytes([("moving", 0, size), ("still", 0, 5000)])
+    assert manager.leader_quota.rate.total(clock.now_ms) == size  # unlisted bytes not counted
+    assert _fetch(manager, "moving") == 0
+    assert _fetch(manager, "still") > 0  # unlisted partitions are never throttled
+    clock.now_ms += size  # size bytes at 1000 B/s: the rate is back at the bound
+    assert _fetch(manager, "moving") == size
+
+
+async def test_in_sync_follower_is_never_held_back(tmp_path: Path) -> None:
+    manager, clock = await _leader(tmp_path, isr=(1, 2))
+    size = _fetch(manager, "moving")
+    manager.record_leader_throttled_bytes([("moving", 0, size)])
+    assert manager.leader_quota.is_quota_exceeded(clock.now_ms)
+    assert _fetch(manager, "moving") == size

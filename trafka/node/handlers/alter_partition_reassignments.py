@@ -11,7 +11,11 @@ partition -> UNKNOWN_TOPIC_OR_PARTITION; empty, duplicate or unregistered broker
 INVALID_REPLICA_ASSIGNMENT; cancelling a partition that is not moving ->
 NO_REASSIGNMENT_IN_PROGRESS.
 
-Not implemented: replication throttles.
+Replication throttles (KIP-73) are not part of this request, as in Kafka: the client sets
+the topics' `leader/follower.replication.throttled.replicas` and the brokers'
+`leader/follower.replication.throttled.rate` with IncrementalAlterConfigs before it starts
+the reassignment (`ktool reassign execute --throttle`, `trafka.node.replication.throttle`,
+docs/cluster.md), and removes them when it completes (`ktool reassign verify`).
 """
 
 from __future__ import annotations
