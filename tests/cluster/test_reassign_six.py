@@ -42,13 +42,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import trio
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_partition_reassignments.v0 import request as alter
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
 
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
@@ -116,13 +119,15 @@ class Observed:
     in_plan: bool
     plan_node: bool
     controller_epoch: int
+    seen_at_s: float = field(default=0.0, compare=False)
 
-    def describe(self) -> str:
+    def describe(self, origin_s: float | None = None) -> str:
         return (
             f"AR={list(self.replicas)} adding={list(self.adding)} removing={list(self.removing)}"
             f" leader={self.leader} isr={sorted(self.isr)} leader_epoch={self.leader_epoch}"
             f" state.controller_epoch={self.state_controller_epoch}"
             f" plan={'yes' if self.in_plan else ('other' if self.plan_node else 'no')}"
+            + ("" if origin_s is None else f" (+{self.seen_at_s - origin_s:.2f} s)")
         )
 
 
@@ -157,6 +162,7 @@ async def _read(connection: KafkaConnection, topic: str) -> Observed | None:
         in_plan=in_plan,
         plan_node=paths[2] in found,
         controller_epoch=znodes.ControllerEpoch.from_json(found[paths[3]]).epoch,
+        seen_at_s=time.monotonic(),
     )
 
 
@@ -201,7 +207,8 @@ class Recorder:
         raise AssertionError(f"timed out waiting for {what}:\n{self.history()}")
 
     def history(self) -> str:
-        return "\n".join(observed.describe() for observed in self.states)
+        origin_s = self.states[0].seen_at_s if self.states else 0.0
+        return "\n".join(observed.describe(origin_s) for observed in self.states)
 
 
 def _rank(observed: Observed, oar: tuple[int, ...], rar: tuple[int, ...]) -> int:
@@ -369,6 +376,35 @@ def _execute(cluster: KnodeCluster, plan_path: Path, topic: str, rar: tuple[int,
     assert f"Successfully started partition reassignment(s) for {topic}-0" in executed.stdout
 
 
+async def _alter(cluster: KnodeCluster, controller: int, topic: str, rar: tuple[int, ...]) -> None:
+    """AlterPartitionReassignments (key 45) straight to the controller: answered once the plan
+    is in `/admin/reassign_partitions`, so nothing is in flight when the controller dies."""
+    connection = await KafkaConnection.connect(
+        "127.0.0.1", cluster.nodes[controller].port, client_id="reassign"
+    )
+    try:
+        response = await connection.request(
+            alter.AlterPartitionReassignmentsRequest(
+                topics=(
+                    alter.ReassignableTopic(
+                        name=TopicName(topic),
+                        partitions=(
+                            alter.ReassignablePartition(
+                                partition_index=i32(0),
+                                replicas=tuple(BrokerId(r) for r in rar),
+                            ),
+                        ),
+                    ),
+                )
+            )
+        )
+    finally:
+        await connection.close()
+    assert int(response.error_code) == 0, response
+    (answer,) = (p for t in response.responses for p in t.partitions)
+    assert int(answer.error_code) == 0, response
+
+
 async def _controller(cluster: KnodeCluster, node_id: int) -> tuple[int, int]:
     """(/controller's broker id, /controller_epoch) as node `node_id` sees them."""
     connection = await KafkaConnection.connect(
@@ -425,9 +461,7 @@ async def test_reassignment_completes_after_the_controller_is_killed(
     recorder = Recorder(six, rar[-1], topic)
     async with trio.open_nursery() as nursery:
         await nursery.start(recorder.run)
-        nursery.start_soon(
-            trio.to_thread.run_sync, _execute, six, tmp_path / "plan.json", topic, rar
-        )
+        await _alter(six, controller, topic, rar)
         expanded = await recorder.wait_for(
             lambda s: s.replicas != oar, 60, "AR extended to OAR + RAR"
         )
