@@ -29,7 +29,9 @@ node must be in OAR for the reassignment to be able to finish without it (all si
 are in OAR + RAR), so OAR is whichever of {1,2,3} / {4,5,6} holds the controller at that
 moment. Another node becomes controller with epoch + 1, resumes the reassignment from the
 tree (CTL-44) and completes it: the final state carries the new controller epoch. The killed
-node is then restarted and rejoins.
+node is then restarted and rejoins. Its own partition directory is not checked: a broker that
+was down when its replica was removed keeps it (a stray log, as in Kafka's ZooKeeper mode;
+docs/controller.md).
 
 Both tests share one six-node cluster (module fixture): six quorum voters (every knode is a
 voter; `docs/status.md`), so timeouts are generous.
