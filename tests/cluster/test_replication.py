@@ -47,6 +47,9 @@ SETTINGS = [
     "replica.fetch.wait.max.ms=200",
     "group.initial.rebalance.delay.ms=0",
     "leader.imbalance.check.interval.seconds=2",
+    # A consumer with a group.id makes librdkafka look up its coordinator, which creates
+    # __consumer_offsets: 3 partitions instead of 50 keep that (and every shutdown) short.
+    "offsets.topic.num.partitions=3",
 ]
 CONTROLLER_LINE = re.compile(r"node (\d+) is the controller, epoch (\d+)")
 

@@ -418,35 +418,36 @@ def topic_view_from_tree(name: str, nodes: dict[str, bytes], config: bytes | Non
     )
 
 
-async def _pending_deletions(connection: KafkaConnection) -> frozenset[str] | None:
-    """The children of `/admin/delete_topics`, or None when the server does not answer
+async def _pending_deletions(connection: KafkaConnection) -> frozenset[str]:
+    """The children of `/admin/delete_topics`; none when the server does not answer
     trafka's tree read (a Kafka broker closes the connection on it)."""
     try:
         read = await read_znodes(connection, znodes.DELETE_TOPICS, children=True)
     except MetadataReadError:
-        return None
+        return frozenset()
     return frozenset(child for node in read.nodes for child in node.children)
 
 
-async def _optional_data(connection: KafkaConnection, path: str) -> bytes | None:
-    try:
-        read = await read_znodes(connection, path, data=True)
-    except MetadataReadError as error:
-        if str(error).startswith("Node does not exist"):
-            return None
-        raise
-    return read.nodes[0].data if read.nodes else None
+def _is_absent(error: MetadataReadError) -> bool:
+    """NONODE (-101): metadata_client reports ZooKeeper codes in the message only."""
+    return str(error).startswith("Node does not exist")
 
 
 async def _topic_from_tree(connection: KafkaConnection, name: str) -> TopicView | None:
-    """A pending topic read from the tree; None when it is gone by now."""
+    """A pending topic read from the tree; None when its deletion has finished by now."""
     try:
         read = await read_znodes(connection, znodes.topic_path(name), data=True, recursive=True)
-        config = await _optional_data(connection, znodes.topic_config_path(name))
     except MetadataReadError as error:
-        if str(error).startswith("Node does not exist"):
+        if _is_absent(error):
             return None
         raise TopicCommandError(str(error)) from None
+    try:
+        config_read = await read_znodes(connection, znodes.topic_config_path(name), data=True)
+        config = config_read.nodes[0].data if config_read.nodes else None
+    except MetadataReadError as error:
+        if not _is_absent(error):
+            raise TopicCommandError(str(error)) from None
+        config = None
     try:
         return topic_view_from_tree(name, {n.path: n.data for n in read.nodes}, config)
     except (znodes.ZNodeFormatError, KeyError) as error:
@@ -503,7 +504,7 @@ async def _describe_topics(
             found.append(entry)
     all_configs = await _topic_configs(connection, [str(t.name) for t in found], dynamic_only=False)
     moving = await _reassignments(connection)
-    pending = await _pending_deletions(connection) or frozenset()
+    pending = await _pending_deletions(connection)
     views = [
         _topic_view(entry, all_configs.get(str(entry.name), {}), moving, str(entry.name) in pending)
         for entry in found
