@@ -22,10 +22,10 @@ Topic-level configs (`retention.ms`, `cleanup.policy`, ...) belong to `trafka.lo
 `LogConfig.TopicConfigSynonyms`), which DescribeConfigs reports as synonyms.
 
 Replication throttles (KIP-73): `leader.replication.throttled.rate` and
-`follower.replication.throttled.rate` obey only the per-broker dynamic value in
-`/config/brokers/<id>` (read by the replica manager, `trafka.node.replication.throttle`),
-as Kafka's BrokerConfigHandler does: a value in server.properties or under `<default>` is
-shown by DescribeConfigs but does not throttle.
+`follower.replication.throttled.rate` obey only the dynamic values in `/config/brokers/<id>`
+and then `/config/brokers/<default>` (read by the replica manager,
+`trafka.node.replication.throttle`), as Kafka's BrokerConfigHandler does: a value in
+server.properties is shown by DescribeConfigs but does not throttle.
 
 Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas, rack
 awareness beyond `broker.rack` being stored and advertised, KRaft `controller.listener.names`

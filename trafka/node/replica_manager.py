@@ -33,14 +33,14 @@ Log errors become Kafka error codes here (trafka.log.errors -> ErrorCode), never
 escaping to the connection.
 
 Replication throttles (KIP-73, `replication.throttle`): `leader_quota` and `follower_quota`
-take their settings from this node's local replica of the metadata tree
-(`/config/brokers/<id>` for the two rates, `/config/topics/<t>` for the throttled-replica
-lists of the topics this node holds), re-read every `THROTTLE_REFRESH_INTERVAL_S` and after
-every LeaderAndIsr, so an
-AlterConfigs on any broker takes effect here without a restart. `read` returns no data to a
-follower outside the ISR for a partition of the leader list while the leader quota is
-exceeded; the Fetch handler records the bytes it sent for listed partitions
-(`record_leader_throttled_bytes`); the replica fetchers use `follower_quota`.
+take their settings from this node's local replica of the metadata tree (the two rates from
+`/config/brokers/<id>`, else `<default>`; the throttled-replica lists from
+`/config/topics/<t>` of the topics this node holds), re-read every
+`THROTTLE_REFRESH_INTERVAL_S` and after every LeaderAndIsr, so an AlterConfigs on any
+broker takes effect here without a restart. `read` returns no data to a follower outside
+the ISR for a partition of the leader list while the leader quota is exceeded; the Fetch
+handler records the bytes it sent for listed partitions (`record_leader_throttled_bytes`);
+the replica fetchers use `follower_quota`.
 
 Not implemented: the delayed-fetch purgatory keyed by partition (one wake-up event for all
 parked fetches), fetch sessions between brokers.
@@ -393,17 +393,21 @@ class ReplicaManager:
 
     def read_throttle_settings(self) -> ThrottleSettings | None:
         """This broker's throttle settings from the local replica of the tree (None without
-        a quorum): `/config/brokers/<id>` and the config of every topic held here."""
+        a quorum): `/config/brokers/<id>`, `/config/brokers/<default>` and the config of
+        every topic held here."""
         if self.quorum is None:
             return None
         from trafka.metadata_quorum import znodes
 
         broker_config = self._entity_config(znodes.broker_config_path(self._node_id))
+        default_config = self._entity_config(znodes.broker_config_path("<default>"))
         topics = {tp.topic for tp in self.leaders} | {tp.topic for tp in self.followers}
         topic_configs = {
             topic: self._entity_config(znodes.topic_config_path(topic)) for topic in topics
         }
-        return settings_from_configs(self._node_id, broker_config, topic_configs)
+        return settings_from_configs(
+            self._node_id, broker_config, topic_configs, default_broker_config=default_config
+        )
 
     def _entity_config(self, path: str) -> dict[str, str]:
         from trafka.metadata_quorum import znodes

@@ -174,6 +174,14 @@ def test_settings_from_the_tree_values() -> None:
     assert dict(settings.follower_partitions) == {
         "moving": ThrottledPartitions(partitions=frozenset({0}))
     }
+    layered = settings_from_configs(
+        2,
+        {LEADER_THROTTLED_RATE: "1000", FOLLOWER_THROTTLED_RATE: "bad"},
+        {},
+        default_broker_config={LEADER_THROTTLED_RATE: "5", FOLLOWER_THROTTLED_RATE: "7"},
+    )
+    assert layered.leader_rate_bytes_per_second == 1000  # the broker's own value wins
+    assert layered.follower_rate_bytes_per_second == 7  # else the <default> entity
     unset = settings_from_configs(2, {}, {})
     assert unset.leader_rate_bytes_per_second == LONG_MAX
     assert unset.follower_rate_bytes_per_second == LONG_MAX

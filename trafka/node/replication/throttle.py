@@ -6,10 +6,10 @@ the leader and the follower side and feed it settings read from the metadata tre
 
 Configs (Kafka's names, values as Kafka stores them):
 
-* broker, dynamic, per broker only (`/config/brokers/<id>`; Kafka's BrokerConfigHandler
-  ignores the `<default>` entity and server.properties for these two):
-  `leader.replication.throttled.rate`, `follower.replication.throttled.rate`, bytes/s,
-  default Long.MAX_VALUE = unthrottled.
+* broker, dynamic only: `leader.replication.throttled.rate`,
+  `follower.replication.throttled.rate`, bytes/s, from `/config/brokers/<id>`, else the
+  cluster default `/config/brokers/<default>`, else Long.MAX_VALUE = unthrottled (Kafka's
+  BrokerConfigHandler; a value in server.properties is not used).
 * topic (`/config/topics/<t>`): `leader.replication.throttled.replicas` and
   `follower.replication.throttled.replicas`, each `*` (every replica of the topic) or a list
   `partition:broker,partition:broker,...`. A broker keeps the partitions whose entry names
@@ -110,25 +110,31 @@ class ThrottleSettings:
     follower_partitions: Mapping[str, ThrottledPartitions] = field(default_factory=dict)
 
 
-def _rate(broker_config: Mapping[str, str], key: str) -> int:
-    raw = broker_config.get(key)
-    if raw is None or not raw.strip():
-        return LONG_MAX
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        return LONG_MAX
-    return value if value >= 0 else LONG_MAX
+def _rate(layers: tuple[Mapping[str, str], ...], key: str) -> int:
+    """The first layer's valid value for `key` (Kafka's getOrDefault), else LONG_MAX."""
+    for layer in layers:
+        raw = layer.get(key)
+        if raw is None or not raw.strip():
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            continue
+        if value >= 0:
+            return value
+    return LONG_MAX
 
 
 def settings_from_configs(
     broker_id: int,
     broker_config: Mapping[str, str],
     topic_configs: Mapping[str, Mapping[str, str]],
+    default_broker_config: Mapping[str, str] | None = None,
 ) -> ThrottleSettings:
-    """Settings from `/config/brokers/<broker_id>` and each topic's `/config/topics/<t>`
-    (string values, as stored). Malformed values are ignored (the writers validate them;
-    a bad one in the tree must not stop replication)."""
+    """Settings from `/config/brokers/<broker_id>` (then `/config/brokers/<default>`) and
+    each topic's `/config/topics/<t>` (string values, as stored). Malformed values are
+    ignored (the writers validate them; a bad one in the tree must not stop replication)."""
+    rate_layers = (broker_config, default_broker_config or {})
     leader: dict[str, ThrottledPartitions] = {}
     follower: dict[str, ThrottledPartitions] = {}
     for topic, configs in topic_configs.items():
@@ -146,8 +152,8 @@ def settings_from_configs(
             if parsed.all_partitions or parsed.partitions:
                 target[topic] = parsed
     return ThrottleSettings(
-        leader_rate_bytes_per_second=_rate(broker_config, LEADER_THROTTLED_RATE),
-        follower_rate_bytes_per_second=_rate(broker_config, FOLLOWER_THROTTLED_RATE),
+        leader_rate_bytes_per_second=_rate(rate_layers, LEADER_THROTTLED_RATE),
+        follower_rate_bytes_per_second=_rate(rate_layers, FOLLOWER_THROTTLED_RATE),
         leader_partitions=leader,
         follower_partitions=follower,
     )
