@@ -43,6 +43,7 @@ SETTINGS = [
     "auto.leader.rebalance.enable=false",
     "offsets.topic.num.partitions=1",
     "offsets.topic.replication.factor=1",
+    "replica.high.watermark.checkpoint.interval.ms=500",
 ]
 
 
@@ -53,8 +54,8 @@ def _ktool(*args: str) -> Any:
 
 
 def _metadata(bootstrap: str) -> ClusterMetadata:
-    """A fresh client per read: no reconnect noise once nodes stop."""
-    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    """A fresh, quiet client per read (one node is killed on purpose)."""
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=10)
 
 
 def _isr_complete(bootstrap: str, replicas: list[int]) -> bool:
@@ -70,6 +71,22 @@ def _isr_complete(bootstrap: str, replicas: list[int]) -> bool:
         len(topics[TOPIC].partitions) == 2
         and all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in partitions)
         and all(sorted(p.replicas) == replicas for p in topics[TOPIC].partitions.values())
+    )
+
+
+def _checkpoint(log_dir: Path) -> dict[tuple[str, int], int]:
+    """Kafka's replication-offset-checkpoint: version line, count line, `topic partition hw`."""
+    path = log_dir / "replication-offset-checkpoint"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines[2:])}
+
+
+def _leaders_checkpointed(cluster: KnodeCluster) -> bool:
+    """Each partition's leader has checkpointed the whole log as its HW (the check's HW)."""
+    metadata = _metadata(cluster.bootstrap_servers)
+    return all(
+        _checkpoint(cluster.nodes[p.leader].data_dir).get((TOPIC, p.id)) == MESSAGES_PER_PARTITION
+        for p in metadata.topics[TOPIC].partitions.values()
     )
 
 
@@ -107,8 +124,12 @@ def test_audit_reads_live_metadata_through_bootstrap_server(spark: Any, tmp_path
     cluster = KnodeCluster(tmp_path / "cluster", node_count=3, settings=SETTINGS, start=False)
     with cluster:
         cluster.start_all()
+        wait_until(
+            lambda: _metadata(cluster.bootstrap_servers).controller_id in (1, 2, 3),
+            timeout_s=30,
+            what="a controller",
+        )
         controller = _metadata(cluster.bootstrap_servers).controller_id
-        assert controller in (1, 2, 3)
         doomed = max(b for b in (1, 2, 3) if b != controller)
         keep = sorted(b for b in (1, 2, 3) if b != doomed)
         _produce_and_commit(cluster.bootstrap_servers, keep)
@@ -117,6 +138,7 @@ def test_audit_reads_live_metadata_through_bootstrap_server(spark: Any, tmp_path
             timeout_s=30,
             what="full ISR everywhere",
         )
+        wait_until(lambda: _leaders_checkpointed(cluster), timeout_s=30, what="HW checkpoints")
         log_dirs = ",".join(str(n.data_dir) for n in cluster.nodes.values())
 
         # Healthy: check against the live metadata exits 0 and used it (ISR, leaders).

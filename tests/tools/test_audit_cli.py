@@ -20,7 +20,7 @@ from tests.support.ports import free_port
 from trafka.node.metadata_client import MetadataReadError, parse_bootstrap
 from trafka.spark import check as check_entry
 from trafka.spark import export as export_entry
-from trafka.spark.commands import EXIT_CANNOT_RUN
+from trafka.spark.commands import EXIT_CANNOT_RUN, output_path
 from trafka.tools.ktool import app
 
 
@@ -136,3 +136,9 @@ def test_parse_bootstrap() -> None:
     for bad in ("", ",", "host", ":9092", "host:port", "host:0", "host:70000"):
         with pytest.raises(MetadataReadError):
             parse_bootstrap(bad)
+
+
+def test_output_uris_are_kept_and_paths_made_absolute() -> None:
+    for uri in ("hdfs://namenode:8020/audit", "s3a://bucket/audit", "file:///tmp/audit"):
+        assert output_path(uri) == uri
+    assert output_path("audit") == str(Path.cwd() / "audit")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,15 @@ from trafka.spark.session import DEFAULT_MASTER, AuditEnvironmentError, check_en
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
 EXIT_CANNOT_RUN = 2
+
+
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def output_path(out: str) -> str:
+    """`--out` for Spark's writers: a URI (hdfs://, s3a://, file://) as given, so the
+    export can go to shared storage on a real cluster; a plain path made absolute."""
+    return out if _URI_SCHEME.match(out) else os.path.abspath(out)
 
 
 def split_log_dirs(values: Sequence[str]) -> list[str]:
@@ -101,7 +111,7 @@ def export_command(
 
     try:
         spark = build_session(master, "trafka-audit-export")
-        counts = run_export(spark, paths, os.path.abspath(out), fmt=fmt, metadata_document=document)
+        counts = run_export(spark, paths, output_path(out), fmt=fmt, metadata_document=document)
     except (AuditEnvironmentError, OSError, ValueError) as error:
         return _fail(_first_line(error))
     print(json.dumps(counts, sort_keys=True))
