@@ -14,7 +14,10 @@ from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.replica_fetcher import ReplicaFetchers
 from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.replication.follower import PartitionFollowerState
+from trafka.node.replication.ids import BrokerId, LeaderEpoch, TopicPartition
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
@@ -264,3 +267,39 @@ async def test_in_sync_follower_is_never_held_back(tmp_path: Path) -> None:
     manager.record_leader_throttled_bytes([("moving", 0, size)])
     assert manager.leader_quota.is_quota_exceeded(clock.now_ms)
     assert _fetch(manager, "moving") == size
+
+
+# ---- the follower side in the replica fetcher ----------------------------------------------
+
+
+class _FollowerSide:
+    """What the fetchers use of the replica manager here: its follower quota."""
+
+    def __init__(self) -> None:
+        self.follower_quota = ReplicationQuota()
+
+
+def test_follower_leaves_out_listed_out_of_sync_partitions_while_over_the_quota() -> None:
+    side = _FollowerSide()
+    fetchers = ReplicaFetchers(node_id=2, replica_manager=side, endpoint_for=lambda _b: None)
+    states = {
+        TopicPartition(topic, 0): PartitionFollowerState.become_follower(
+            TopicPartition(topic, 0), BrokerId(1), LeaderEpoch(1)
+        )
+        for topic in ("moving", "caught-up", "still")
+    }
+    caught_up = TopicPartition("caught-up", 0)
+    side.follower_quota.update(
+        1000,
+        {
+            "moving": ThrottledPartitions(all_partitions=True),
+            "caught-up": ThrottledPartitions(all_partitions=True),
+        },
+    )
+    fetchers.lag[caught_up] = 0  # fetched up to the leader's HW: in sync
+    assert set(fetchers._unthrottled(states, NOW)) == set(states)  # under the quota
+    side.follower_quota.record(5000, NOW)
+    assert set(fetchers._unthrottled(states, NOW)) == {caught_up, TopicPartition("still", 0)}
+    fetchers.lag[caught_up] = 7  # fell behind: throttled like any out-of-sync replica
+    assert set(fetchers._unthrottled(states, NOW)) == {TopicPartition("still", 0)}
+    assert set(fetchers._unthrottled(states, NOW + 5000)) == set(states)
