@@ -64,6 +64,12 @@ import typer
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.handlers.kio_shape import build
+from trafka.node.replication.throttle import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 
 reassign_app = typer.Typer(
     name="reassign",
@@ -82,10 +88,6 @@ PreserveThrottles = Annotated[
     ),
 ]
 
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_LEVEL_THROTTLES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 TOPIC_LEVEL_THROTTLES = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 TOPIC_RESOURCE = 2
