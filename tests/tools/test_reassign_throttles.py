@@ -59,3 +59,23 @@ def test_help_names_the_throttle_options() -> None:
     assert "(--replica-alter-log-dirs-throttle is not supported" in text
     verify_help = runner.invoke(reassign_app, ["verify", "--help"], env={"COLUMNS": "300"})
     assert "--preserve-throttles" in verify_help.output
+
+
+async def test_clearing_skips_an_unreachable_broker_but_setting_fails(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from types import SimpleNamespace
+
+    from tests.support.ports import free_port
+    from trafka.tools.reassign_cmd import BROKER_LEVEL_THROTTLES, OP_DELETE, _alter_broker_configs
+
+    metadata = SimpleNamespace(
+        brokers=[SimpleNamespace(node_id=5, host="127.0.0.1", port=free_port())]
+    )
+    deletes: list[tuple[str, int, str | None]] = [
+        (k, OP_DELETE, None) for k in BROKER_LEVEL_THROTTLES
+    ]
+    await _alter_broker_configs(metadata, [5, 6], deletes, tolerate_unreachable=True)
+    assert "Warning: cannot reach broker 5" in capsys.readouterr().err
+    with pytest.raises(CommandError, match="cannot connect"):
+        await _alter_broker_configs(metadata, [5], deletes)

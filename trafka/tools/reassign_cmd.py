@@ -350,16 +350,28 @@ def _broker_addresses(metadata: Any) -> dict[int, str]:
 
 
 async def _alter_broker_configs(
-    metadata: Any, brokers: Iterable[int], configs: list[tuple[str, int, str | None]]
+    metadata: Any,
+    brokers: Iterable[int],
+    configs: list[tuple[str, int, str | None]],
+    *,
+    tolerate_unreachable: bool = False,
 ) -> None:
     """Each broker's BROKER resource goes to that broker (as Kafka's admin client sends
-    it); brokers that are not live are skipped."""
+    it); brokers that are not live are skipped. With `tolerate_unreachable` (clearing), a
+    broker that cannot be reached gets a warning on stderr instead of failing the command:
+    a broker that just died must not turn a completed `verify` into an error."""
     addresses = _broker_addresses(metadata)
     for broker_id in brokers:
         address = addresses.get(broker_id)
         if address is None:
             continue
-        connection = await _connect(address)
+        try:
+            connection = await _connect(address)
+        except CommandError as error:
+            if not tolerate_unreachable:
+                raise
+            print(f"Warning: cannot reach broker {broker_id}: {error}", file=sys.stderr)
+            continue
         try:
             await _alter_configs(connection, [(BROKER_RESOURCE, str(broker_id), configs)])
         finally:
@@ -408,7 +420,10 @@ async def _clear_all_throttles(
         + ",".join(str(b) for b in sorted(brokers))
     )
     await _alter_broker_configs(
-        metadata, sorted(brokers), [(key, OP_DELETE, None) for key in BROKER_LEVEL_THROTTLES]
+        metadata,
+        sorted(brokers),
+        [(key, OP_DELETE, None) for key in BROKER_LEVEL_THROTTLES],
+        tolerate_unreachable=True,
     )
     topics = sorted({topic for topic, _ in plan})
     print(
