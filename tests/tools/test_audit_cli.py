@@ -4,23 +4,45 @@
 on the metadata side (both flags, a missing or non-JSON file, a malformed address, a server
 that refuses or never answers) is one line on stderr and exit code 2, decided before Spark
 starts (these tests would take seconds more, and print a JVM banner, if it started).
-No Spark, no knode: plain sockets on loopback stand in for unreachable servers.
+No Spark, no knode: plain sockets on loopback stand in for unreachable servers, and the
+node's own DescribeQuorum/TrafkaDescribeZNodes handlers on an in-memory quorum for a live one.
 """
 
 from __future__ import annotations
 
+import json
 import socket
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 from typer.testing import CliRunner
 
+from tests.metadata_quorum.test_bridge import make_config
+from tests.net.toy import SUPPORTED, ToyBroker
 from tests.support.ports import free_port
-from trafka.node.metadata_client import MetadataReadError, parse_bootstrap
+from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.bridge import MetadataQuorum, open_metadata_quorum
+from trafka.metadata_quorum.config import Voter
+from trafka.metadata_quorum.export import export_tree
+from trafka.metadata_quorum.local import LocalTransport
+from trafka.net import protocol
+from trafka.net.messages.describe_znodes import DESCRIBE_ZNODES_API_KEY
+from trafka.net.server import KafkaServer, Listener, RequestContext
+from trafka.node.handlers import describe_quorum, describe_znodes
+from trafka.node.metadata_client import (
+    DESCRIBE_QUORUM_API_KEY,
+    MetadataReadError,
+    fetch_export_document,
+    parse_bootstrap,
+)
 from trafka.spark import check as check_entry
 from trafka.spark import export as export_entry
 from trafka.spark.commands import EXIT_CANNOT_RUN, output_path
+from trafka.spark.metadata import tables_from_document
 from trafka.tools.ktool import app
 
 
@@ -142,3 +164,83 @@ def test_output_uris_are_kept_and_paths_made_absolute() -> None:
     for uri in ("hdfs://namenode:8020/audit", "s3a://bucket/audit", "file:///tmp/audit"):
         assert output_path(uri) == uri
     assert output_path("audit") == str(Path.cwd() / "audit")
+
+
+# ---------------------------------------------------------------------------------------
+# The live read itself, against the node's real handlers on an in-memory quorum
+
+
+class _MetadataNode:
+    """A listener answering like a trafka node for the audit's read: DescribeQuorum and
+    TrafkaDescribeZNodes from the node's real handlers; ApiVersions and Metadata (cluster id
+    "toy-cluster") from the toy broker."""
+
+    def __init__(self, quorum: MetadataQuorum) -> None:
+        self.broker = types.SimpleNamespace(quorum=quorum)
+        self.toy = ToyBroker(supported=_SUPPORTED)
+
+    async def handle(self, ctx: RequestContext) -> Any:
+        if ctx.api_key == DESCRIBE_ZNODES_API_KEY:
+            return await describe_znodes.handle(self, ctx.request)  # type: ignore[arg-type]
+        if ctx.api_key == DESCRIBE_QUORUM_API_KEY:
+            return await describe_quorum.handle(self, ctx.request)  # type: ignore[arg-type]
+        return await self.toy.handle(ctx)
+
+
+_SUPPORTED = protocol.SupportedApis(
+    [
+        *SUPPORTED,
+        protocol.ApiVersionRange(DESCRIBE_QUORUM_API_KEY, 0, 1),
+        protocol.ApiVersionRange(DESCRIBE_ZNODES_API_KEY, 0, 0),
+    ]
+)
+
+
+async def _fill(quorum: MetadataQuorum) -> None:
+    for path in znodes.PERSISTENT_PATHS:
+        await quorum.create_recursive(path)
+    for broker in (1, 2):
+        endpoint = znodes.Endpoint("PLAINTEXT", "127.0.0.1", 9090 + broker)
+        registration = znodes.BrokerRegistration(broker, (endpoint,), 1_700_000_000_000)
+        await quorum.create(znodes.broker_path(broker), registration.to_json(), ephemeral=True)
+    moving = znodes.TopicAssignment({0: (1, 2)})
+    await quorum.create(znodes.topic_path("orders"), moving.to_json())
+    await quorum.create_recursive(
+        znodes.partition_state_path("orders", 0), znodes.PartitionState(1, 4, (1, 2), 3).to_json()
+    )
+    plan = znodes.ReassignPartitions((znodes.PartitionReassignment("orders", 0, (2, 3)),))
+    await quorum.create(znodes.REASSIGN_PARTITIONS, plan.to_json())
+
+
+async def test_fetch_export_document_tries_the_next_server_and_feeds_the_tables(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    config = make_config(1, (Voter(1, "127.0.0.1", 1),), tmp_path)
+    async with open_metadata_quorum(config, transport_factory=LocalTransport) as quorum:
+        await quorum.wait_ready()
+        await _fill(quorum)
+        server = KafkaServer(_MetadataNode(quorum).handle, _SUPPORTED)
+        (bound,) = await nursery.start(server.serve, [Listener("PLAINTEXT", "127.0.0.1", 0)])
+        live = f"127.0.0.1:{bound.port}"
+        dead = f"127.0.0.1:{free_port()}"
+        document = await fetch_export_document(f"{dead},{live}", 10.0)
+        reference = quorum.read_local(lambda tree: export_tree(tree, exported_at_ms=0))
+        assert document["nodes"] == reference["nodes"]
+        assert document["sessions"] == reference["sessions"]
+        status = document["status"]
+        assert status["source"] == "bootstrap-server" and status["bootstrap_server"] == live
+        assert status["cluster_id"] == "toy-cluster" and status["voters"] == [1]
+        assert status["leader_id"] == 1 and status["last_zxid"] == reference["status"]["last_zxid"]
+
+        tables = tables_from_document(json.loads(json.dumps(document)))
+        assert tables.rows["metadata_errors"] == []
+        assert [b["broker_id"] for b in tables.rows["brokers"]] == [1, 2]
+        (partition,) = tables.rows["partitions"]
+        assert (partition["replicas"], partition["leader"], partition["isr"]) == ([1, 2], 1, [1, 2])
+        # planned, not started: the difference to the target, as `ktool reassign list` says
+        (reassignment,) = tables.rows["reassignments"]
+        assert reassignment["target_replicas"] == [2, 3]
+        assert (reassignment["adding_replicas"], reassignment["removing_replicas"]) == ([3], [1])
+        quorum_status = {r["key"]: r["value"] for r in tables.rows["quorum_status"]}
+        assert quorum_status["bootstrap_server"] == live
+        nursery.cancel_scope.cancel()
