@@ -19,7 +19,11 @@ from trafka.spark.session import DEFAULT_MASTER
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trafka.spark.check", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="trafka.spark.check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--log-dirs", action="append", required=True, help="comma-separated")
     parser.add_argument("--metadata", help="quorum snapshot JSON (ktool quorum export)")
     parser.add_argument(

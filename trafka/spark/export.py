@@ -18,7 +18,11 @@ from trafka.spark.session import DEFAULT_MASTER
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trafka.spark.export", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="trafka.spark.export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--log-dirs", action="append", required=True, help="comma-separated")
     parser.add_argument("--out", required=True)
     parser.add_argument("--format", choices=("parquet", "json"), default="parquet")
