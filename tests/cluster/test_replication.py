@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -95,28 +96,41 @@ def _controller_terms(cluster: KnodeCluster) -> list[tuple[int, int]]:
 
 NUMBERED_TOTAL = 100_000
 NUMBERED_PARTITIONS = 3
+POLL_EVERY = 1000
+"""The produce loop serves delivery reports every POLL_EVERY messages (and when full)."""
 
 
-def _produce_numbered(
-    cluster: KnodeCluster, topic: str, victim: int
-) -> tuple[dict[int, list[int]], list[str], int]:
+@dataclass
+class NumberedRun:
+    acked: dict[int, list[int]]
+    """partition -> acknowledged numbers, in delivery-report order."""
+    failed: list[str]
+    new_leader: int = -1
+    """partition 0's leader after the kill."""
+    killed_at: int = -1
+    """the last number handed over before the kill."""
+    reported_before_kill: int = 0
+    """how many of partition 0's numbers were acknowledged before the kill."""
+
+
+def _produce_numbered(cluster: KnodeCluster, topic: str, victim: int) -> NumberedRun:
     """Send NUMBERED_TOTAL numbered messages, number n to partition n % NUMBERED_PARTITIONS,
-    in batches (linger.ms, no flush in between). A third of the way in or later, as soon as
-    half of that third is acknowledged, `victim` (the leader of partition 0) is SIGKILLed with
-    the rest still queued or in flight. Two thirds of the way in, once a survivor names a new
-    leader for partition 0, the victim is started again. Returns the acknowledged numbers per
-    partition in delivery-report order, the delivery errors, and partition 0's new leader."""
-    acked: dict[int, list[int]] = {p: [] for p in range(NUMBERED_PARTITIONS)}
-    failed: list[str] = []
+    in batches (linger.ms, no flush in between). A third of the way in or later, once half of
+    that third is acknowledged, `victim` (the leader of partition 0) is SIGKILLed just before
+    a poll, so at least the POLL_EVERY - 1 messages handed over since the last one are
+    outstanding (queued or in flight). Two thirds of the way in, once a survivor names a new
+    leader for partition 0, the victim is started again."""
+    run = NumberedRun(acked={p: [] for p in range(NUMBERED_PARTITIONS)}, failed=[])
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is None:
-            acked[message.partition() or 0].append(int(message.value()))  # type: ignore[arg-type]
+            partition = message.partition() or 0
+            run.acked[partition].append(int(message.value()))  # type: ignore[arg-type]
         else:
-            failed.append(str(error))
+            run.failed.append(str(error))
 
     def acked_count() -> int:
-        return sum(len(numbers) for numbers in acked.values())
+        return sum(len(numbers) for numbers in run.acked.values())
 
     producer = Producer(
         {
@@ -135,8 +149,6 @@ def _produce_numbered(
     restart_at = NUMBERED_TOTAL * 2 // 3
     survivor = next(node_id for node_id in cluster.nodes if node_id != victim)
     survivor_admin = AdminClient({"bootstrap.servers": cluster.address(survivor)})
-    new_leader = -1
-    killed_at: int | None = None
     for number in range(NUMBERED_TOTAL):
         value = str(number).encode()
         while True:
@@ -147,13 +159,19 @@ def _produce_numbered(
                 break
             except BufferError:
                 producer.poll(0.01)
-        if number % 1000 == 0:
+        if number % POLL_EVERY == 0:
             producer.poll(0)
-        if killed_at is None and number >= kill_at and acked_count() >= kill_at // 2:
-            cluster.kill(victim)
-            killed_at = number
-        elif killed_at is not None and new_leader == -1 and number >= restart_at:
-            new_leader = wait_until(
+        if run.killed_at < 0:
+            if (
+                number >= kill_at
+                and number % POLL_EVERY == POLL_EVERY - 1
+                and acked_count() >= kill_at // 2
+            ):
+                cluster.kill(victim)
+                run.killed_at = number
+                run.reported_before_kill = len(run.acked[0])
+        elif run.new_leader == -1 and number >= restart_at:
+            run.new_leader = wait_until(
                 lambda: _new_leader(survivor_admin, topic, victim),
                 timeout_s=30,
                 what="a new leader for partition 0",
@@ -161,8 +179,8 @@ def _produce_numbered(
             cluster.start(victim, wait=False)
     remaining = producer.flush(60)
     assert remaining == 0, f"{remaining} messages neither acknowledged nor failed"
-    assert killed_at is not None and new_leader != -1, "the leader was never killed"
-    return acked, failed, new_leader
+    assert run.killed_at >= 0 and run.new_leader != -1, "the leader was never killed"
+    return run
 
 
 def _new_leader(admin: AdminClient, topic: str, old_leader: int) -> int | None:
@@ -220,8 +238,11 @@ def test_leader_sigkill_keeps_every_acknowledged_message(tmp_path: Path) -> None
         _create_topic(admin, "numbers", partitions=NUMBERED_PARTITIONS)
         victim, isr = _partition(admin, "numbers")
         assert isr == [1, 2, 3], cluster.describe_failure()
-        acked, failed, new_leader = _produce_numbered(cluster, "numbers", victim)
-        assert new_leader != victim
+        run = _produce_numbered(cluster, "numbers", victim)
+        acked, failed = run.acked, run.failed
+        assert run.new_leader != victim
+        # Partition 0 had numbers outstanding at the kill, acknowledged after it.
+        assert any(n <= run.killed_at for n in acked[0][run.reported_before_kill :])
         cluster.wait_ready(victim)
         wait_until(
             lambda: all(
