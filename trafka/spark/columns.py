@@ -20,6 +20,7 @@ timestamp", becomes null).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -517,3 +518,54 @@ def decode_range_to_arrow(
             yield columns.to_arrow()
     if len(columns):
         yield columns.to_arrow()
+
+
+PARQUET_COMPRESSION = "snappy"
+"""Spark's default Parquet codec, so both export paths write alike."""
+
+_HIVE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def hive_partition_dir(column: str, value: str) -> str:
+    """`column=value` as Spark names a partition directory (other bytes as `%XX`)."""
+    escaped = "".join(
+        c if c in _HIVE_SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in value
+    )
+    return f"{column}={escaped}"
+
+
+def write_ranges_parquet(
+    byte_ranges: list[ByteRange],
+    bounds: OffsetBounds,
+    out_dir: str,
+    part: int,
+    *,
+    compression: str = PARQUET_COMPRESSION,
+) -> int:
+    """Write the rows of `byte_ranges` as Parquet under `out_dir/topic=<topic>/`, one file
+    per topic named `part-<part>.parquet`, without the topic column (Spark's
+    `partitionBy("topic")` layout, so `spark.read.parquet(out_dir)` reads it back with the
+    same schema). A retried task rewrites the same file names. Returns the rows written.
+    """
+    import pyarrow.parquet as pq
+
+    schema = LOG_SCHEMA.remove(LOG_SCHEMA.get_field_index("topic"))
+    writers: dict[str, pq.ParquetWriter] = {}
+    rows = 0
+    try:
+        for byte_range in byte_ranges:
+            topic = byte_range.segment.topic
+            for batch in decode_range_to_arrow(byte_range, bounds):
+                writer = writers.get(topic)
+                if writer is None:
+                    directory = os.path.join(out_dir, hive_partition_dir("topic", topic))
+                    os.makedirs(directory, exist_ok=True)
+                    path = os.path.join(directory, f"part-{part:05d}.parquet")
+                    writer = pq.ParquetWriter(path, schema, compression=compression)
+                    writers[topic] = writer
+                writer.write_batch(batch.drop_columns(["topic"]))
+                rows += batch.num_rows
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return rows
