@@ -895,7 +895,7 @@ class Broker:
                     ),
                 )
                 self.controller_service = service
-                self.quorum_event_listeners.append(lambda _event: service.wake())
+                self.quorum_event_listeners.append(service.wake)
                 nursery.start_soon(service.run)
             log.info(
                 "node %d serving on %s (cluster %s)",
