@@ -211,6 +211,36 @@ def test_failover_resumes_a_half_done_reassignment_from_the_tree() -> None:
     assert not tree.exists(REASSIGN_PARTITIONS_PATH)
 
 
+def test_a_pure_addition_records_adding_replicas_and_waits_for_the_isr() -> None:
+    driver = started((1, 2, 3), {0: (1, 2)})
+    tree = driver.tree
+    write_plan(tree, {T0: (1, 2, 3)})
+    driver.run(PartitionReassignment(tree.reassignment()))
+    # AR == RAR after step 1, but broker 3 has not caught up: still in progress.
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 3)
+    assert tree.get(topic_path("t")).adding_replicas == {0: (3,)}
+    assert tree.get(topic_path("t")).removing_replicas == {}
+    assert tree.exists(REASSIGN_PARTITIONS_PATH)
+    # A failover in between recovers OAR {1,2} from the adding replicas.
+    successor = Driver.elect(tree, 2)
+    context = successor.controller.context
+    assert context is not None
+    assert context.partitions_being_reassigned[T0].original_replicas == ids(1, 2)
+    successor.run(leader_changes_isr(tree, T0, (1, 2, 3)))
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2, 3)
+    assert tree.get(topic_path("t")).adding_replicas == {}
+    assert not tree.exists(REASSIGN_PARTITIONS_PATH)
+
+
+def test_a_plan_naming_the_current_replicas_completes_at_once() -> None:
+    driver = started((1, 2, 3), {0: (1, 2)})
+    tree = driver.tree
+    write_plan(tree, {T0: (1, 2)})
+    driver.run(PartitionReassignment(tree.reassignment()))
+    assert not tree.exists(REASSIGN_PARTITIONS_PATH)
+    assert tree.get(topic_path("t")).partitions[0] == ids(1, 2)
+
+
 def test_deletion_waits_for_a_dead_broker_and_completes_when_it_returns() -> None:
     driver = started((1, 2, 3), {0: (1, 2, 3)})
     tree = driver.tree

@@ -366,17 +366,21 @@ class Controller:
         context.leadership[tp] = new
         return new
 
-    def _write_topic_assignment(self, context: ControllerContext, topic: str) -> None:
-        """Write `/brokers/topics/<topic>` from the context's assignment (CTL-33 steps 1, 10)."""
+    def _write_topic_assignment(
+        self, context: ControllerContext, topic: str, *, completed: TopicPartition | None = None
+    ) -> None:
+        """Write `/brokers/topics/<topic>` from the context's assignment (CTL-33 steps 1, 10).
+
+        Every partition still being reassigned carries KIP-455's adding (RAR - OAR) and
+        removing (OAR - RAR) replicas, so a failover recovers OAR from the tree; `completed`
+        is the partition whose step 10 this write is (it carries neither any more)."""
         partitions = {tp.partition: context.assignments[tp] for tp in context.partitions_of(topic)}
         adding, removing = {}, {}
         for tp, reassignment in context.partitions_being_reassigned.items():
-            if tp.topic == topic and context.assignments[tp] != reassignment.target_replicas:
-                current, target = context.assignments[tp], reassignment.target_replicas
-                adding[tp.partition] = tuple(
-                    r for r in target if r not in reassignment.original_replicas
-                )
-                removing[tp.partition] = tuple(r for r in current if r not in target)
+            if tp.topic == topic and tp != completed:
+                original, target = reassignment.original_replicas, reassignment.target_replicas
+                adding[tp.partition] = tuple(r for r in target if r not in original)
+                removing[tp.partition] = tuple(r for r in original if r not in target)
         data = znodes.TopicAssignment(
             partitions={p: tuple(int(r) for r in rs) for p, rs in partitions.items()},
             topic_id=context.topic_ids.get(topic),
@@ -791,7 +795,10 @@ class Controller:
         reassignment = context.partitions_being_reassigned[tp]
         target = reassignment.target_replicas
         leadership = context.leadership.get(tp)
-        if context.assignments[tp] == target:
+        if context.assignments[tp] == target == reassignment.original_replicas:
+            # Nothing moves (a plan naming the current replicas, or a failover after step
+            # 10 was written): only step 11 is left. A pure addition (OAR [1,2] -> RAR
+            # [1,2,3]) has AR == RAR after step 1 already and still waits for step 4.
             self._finish_reassignment(context, tp)
         elif leadership is None:
             return  # no leader yet: retried on the next broker or ISR change
@@ -838,7 +845,7 @@ class Controller:
         self._replicas_to(context, removed, R.REPLICA_DELETION_STARTED)
         self._replicas_to(context, removed, R.REPLICA_DELETION_SUCCESSFUL)
         self._replicas_to(context, removed, R.NON_EXISTENT)
-        self._write_topic_assignment(context, tp.topic)  # step 10: AR = RAR in the tree
+        self._write_topic_assignment(context, tp.topic, completed=tp)  # step 10: AR = RAR
         self._finish_reassignment(context, tp)
 
     def _finish_reassignment(self, context: ControllerContext, tp: TopicPartition) -> None:
