@@ -22,6 +22,7 @@ from trafka.spark import checks
 from trafka.spark.batches import BATCH_SCHEMA, decode_range_batches
 from trafka.spark.columns import LOG_SCHEMA, OffsetBounds, decode_range_to_arrow
 from trafka.spark.commands import EXIT_CANNOT_RUN, check_command
+from trafka.spark.jobs import local_path
 from trafka.spark.logdir import (
     ByteRange,
     SegmentFile,
@@ -62,6 +63,23 @@ def _rows(
         assert batch.schema == LOG_SCHEMA
         rows.extend(batch.to_pylist())
     return rows
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("/data/audit/records", "/data/audit/records"),
+        ("relative/out", "relative/out"),
+        ("file:///data/audit/records", "/data/audit/records"),
+        ("file:///data/with%20space", "/data/with space"),
+        ("hdfs://namenode:8020/audit/records", None),
+        ("s3a://bucket/audit/records", None),
+    ],
+)
+def test_export_writes_records_itself_only_to_local_paths(
+    location: str, expected: str | None
+) -> None:
+    assert local_path(location) == expected
 
 
 def test_partition_dir_names_follow_kafka() -> None:
