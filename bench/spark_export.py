@@ -14,13 +14,16 @@ run:
    (`decode_record_columns`, what `decode_batch_columns` was before);
 3. one process turning the same segments into the source's Arrow batches
    (`trafka.spark.columns.decode_range_to_arrow`: decode + Arrow, no Spark);
+3b. one process doing the export's whole job without Spark: the same Parquet files
+   (`trafka.spark.columns.write_ranges_parquet`, the function each Spark task runs), the
+   second reference ("the same job in one process");
 4. Spark `trafka_log` source, `write.format("noop")` (decode + Arrow + Spark rows, no I/O);
 5. Spark `trafka_log` source, Parquet write partitioned by topic (the `export` job's step);
 6. the same Parquet output written by the Spark tasks themselves with pyarrow
    (`trafka.spark.source.write_log_parquet`), read back and compared with 5.
 
-Prints records/s for each and the ratios to 1. Goals (issue 7): >= 1M records/s and
->= 1.5x the single process (1) on local[2]. The Spark session start is not timed; each
+Prints records/s for each and the ratios to 1 and to 3b. Goals (issue 7): >= 1M records/s
+and >= 1.5x the single process on local[2]. The Spark session start is not timed; each
 figure is the best of `--repeat` runs. The load average is printed before and after,
 since the machine is shared.
 """
@@ -100,15 +103,23 @@ def measure(repeat: int, action: Callable[[], object], count: int) -> Measuremen
     return best
 
 
-def report(name: str, measured: Measurement, count: int, reference: Measurement) -> None:
+def report(
+    name: str,
+    measured: Measurement,
+    count: int,
+    reference: Measurement,
+    same_job: Measurement | None = None,
+) -> None:
     rate = count / measured.wall_s
-    ratio = rate / (count / reference.wall_s)
+    ratio = reference.wall_s / measured.wall_s
+    versus = f"{ratio:.2f}x reference"
+    if same_job is not None:
+        versus += f", {same_job.wall_s / measured.wall_s:.2f}x the same job in one process"
     cpu = ", ".join(
         f"{role} {seconds / count * 1e6:.2f}" for role, seconds in measured.cpu_s.items() if seconds
     )
     print(
-        f"{name}: {measured.wall_s:.2f} s = {rate:,.0f} records/s ({ratio:.2f}x reference); "
-        f"CPU us/record: {cpu}"
+        f"{name}: {measured.wall_s:.2f} s = {rate:,.0f} records/s ({versus}); CPU us/record: {cpu}"
     )
 
 
@@ -150,6 +161,21 @@ def arrow_read(log_dir: str) -> int:
             for batch in decode_range_to_arrow(byte_range):
                 total += batch.num_rows
     return total
+
+
+def single_process_export(log_dir: str, out: str) -> int:
+    """One process: the export's Parquet files for every range, written as one Spark task
+    would write them (`write_ranges_parquet`), without Spark."""
+    from trafka.spark.columns import NO_BOUNDS, write_ranges_parquet
+    from trafka.spark.logdir import list_segments, open_log_dir, split_segment
+
+    shutil.rmtree(out, ignore_errors=True)
+    ranges = [
+        byte_range
+        for segment in list_segments([open_log_dir(log_dir)], None)
+        for byte_range in split_segment(segment)
+    ]
+    return write_ranges_parquet(ranges, NO_BOUNDS, out, 0)
 
 
 def _stat(pid: int) -> tuple[int, str, float] | None:
@@ -226,6 +252,16 @@ def main() -> int:
             reference,
         )
 
+        single = os.path.join(root, "single")
+        same_job = measure(args.repeat, lambda: single_process_export(log_dir, single), count)
+        report(
+            "same job in 1 process: decode + Arrow + Parquet (write_ranges_parquet)",
+            same_job,
+            count,
+            reference,
+            same_job,
+        )
+
         from trafka.spark.session import build_session
 
         spark = build_session(
@@ -240,6 +276,7 @@ def main() -> int:
             ),
             count,
             reference,
+            same_job,
         )
         out = os.path.join(root, "out")
         report(
@@ -251,6 +288,7 @@ def main() -> int:
             ),
             count,
             reference,
+            same_job,
         )
         from trafka.spark.source import write_log_parquet
 
@@ -260,6 +298,7 @@ def main() -> int:
             measure(args.repeat, lambda: write_log_parquet(spark, [log_dir], direct), count),
             count,
             reference,
+            same_job,
         )
         spark_written = spark.read.parquet(out)
         task_written = spark.read.parquet(direct)

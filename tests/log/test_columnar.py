@@ -1,6 +1,7 @@
 """The vectorised record decoder (`trafka.log.columnar`) against the reference loop
 (`trafka.log.records.decode_record_columns`): same columns for every batch, same error
-for every malformed one (STYLE.md §6)."""
+for every malformed one (STYLE.md §6). Every test runs twice: with the numba-compiled
+kernels (the `spark` extra installs numba) and with the numpy steps used without numba."""
 
 from __future__ import annotations
 
@@ -57,6 +58,17 @@ new_records = st.lists(
     max_size=40,
 )
 codecs = st.sampled_from(list(CompressionType))
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "numpy"])
+def kernels(request: pytest.FixtureRequest) -> Any:
+    """Module-scoped (hypothesis forbids function-scoped fixtures under @given)."""
+    saved = list(columnar._KERNELS)
+    columnar._KERNELS[:] = [None] if request.param == "numpy" else []
+    if request.param == "compiled":
+        assert columnar._compiled() is not None, "numba is part of the spark extra"
+    yield request.param
+    columnar._KERNELS[:] = saved
 
 
 def _lists(columns: RecordColumns | RecordArrays) -> tuple[Any, ...]:

@@ -30,8 +30,16 @@ surrogateescape; `RecordArrays.headers` does the same). One rule is added to the
 reference's: an offset or timestamp outside int64 (base plus delta overflowing) is
 corrupt here, since no column type can hold it.
 
-numpy is imported here and nowhere else in `trafka.log`; the broker never imports this
-module (only `decode_batch_columns` does, lazily), so the broker does not need numpy.
+Three kernels are compiled with numba when it is installed (the `spark` extra): the
+length walk of step 1 (`_walk_lengths`), the varint decoding of step 2
+(`_varints_kernel`) and the gathering of step 4 (`_gather_kernel`); each is one plain loop
+with exactly the semantics of the numpy steps it replaces (tests/log/test_columnar.py runs
+every test both ways), and halves the decoding time (docs/performance.md). Without numba
+the numpy steps and the Python loop run.
+
+numpy (and numba) are imported here and nowhere else in `trafka.log`; the broker never
+imports this module (only `decode_batch_columns` does, lazily), so the broker needs
+neither.
 
 Not implemented: decoding several batches in one vectorised pass (each batch is one pass,
 so batches of very few records pay numpy's per-call overhead; those take the reference
@@ -255,15 +263,28 @@ def decode_record_arrays(data: bytes, header: BatchHeader) -> RecordArrays:
         return RecordArrays.from_columns(decode_record_columns(data, header))
 
 
-def _record_starts(data: bytes, count: int) -> list[int]:
+def _record_starts(data: bytes, count: int) -> Int64Array:
     """Where each record (its length varint) starts, then the section end.
 
-    The only per-record Python loop, kept minimal: it reads each length as a one- or
-    two-byte varint and does not check it. `_decode_vectorised` then decodes the lengths
-    properly and checks that every record starts where the previous one ended, so a
-    negative, too short or longer-than-two-byte length goes to the reference. Records
-    that do not end exactly at the section end raise `_Fallback` here.
+    The one sequential step of the decoder (each record's start depends on the previous
+    record's length): compiled with numba when it is installed (the `spark` extra), else
+    a minimal per-record Python loop. Both read each length as a one- or two-byte varint
+    and do not check it; `_decode_vectorised` then decodes the lengths properly and checks
+    that every record starts where the previous one ended, so a negative, too short or
+    longer-than-two-byte length goes to the reference. Records that do not end exactly at
+    the section end raise `_Fallback` here.
     """
+    kernels = _compiled()
+    if kernels is None:
+        return np.array(_record_starts_python(data, count), dtype=np.int64)
+    starts = np.empty(count + 1, dtype=np.int64)
+    if kernels.walk(np.frombuffer(data, dtype=np.uint8), count, starts) != len(data):
+        raise _Fallback
+    return starts
+
+
+def _record_starts_python(data: bytes, count: int) -> list[int]:
+    """`_record_starts` without numba (the same walk as `_walk_lengths`)."""
     starts: list[int] = []
     append = starts.append
     pos = 0
@@ -283,14 +304,106 @@ def _record_starts(data: bytes, count: int) -> list[int]:
     return starts
 
 
+def _walk_lengths(buf: ByteArray, count: int, starts: Int64Array) -> int:
+    """Fill `starts` (count + 1 entries) and return the section end, or -1 when a length
+    byte lies past the buffer. Plain Python over numpy scalars, compiled by numba."""
+    size = buf.shape[0]
+    pos = np.int64(0)
+    for index in range(count):
+        starts[index] = pos
+        if pos >= size:
+            return -1
+        byte = np.int64(buf[pos])
+        if byte < 0x80:
+            pos += 1 + (byte >> 1)
+        else:
+            if pos + 1 >= size:
+                return -1
+            pos += 2 + (((byte & 0x7F) | (np.int64(buf[pos + 1]) << 7)) >> 1)
+    starts[count] = pos
+    return int(pos)
+
+
+def _varints_kernel(
+    buf: ByteArray, pos: Int64Array, max_bytes: int, values: Int64Array, widths: Int64Array
+) -> bool:
+    """`_varints` as one loop (compiled by numba): fills `values` and `widths`, returns
+    False where `_varints` raises `_Fallback`. Positions past the buffer read its last
+    byte, like `take(mode="clip")` (the caller's bounds checks reject such records)."""
+    last = buf.shape[0] - 1
+    for index in range(pos.shape[0]):
+        at = pos[index]
+        unsigned = np.uint64(0)
+        width = 0
+        while True:
+            byte = buf[min(at + width, last)]
+            part = np.uint64(byte & 0x7F)
+            if width == 9 and part > np.uint64(1):
+                return False  # a varlong beyond 64 bits
+            unsigned |= part << np.uint64(7 * width)
+            width += 1
+            if byte < 0x80:
+                break
+            if width == max_bytes:
+                return False  # longer than max_bytes
+        if max_bytes == 5 and (unsigned >> np.uint64(32)) != np.uint64(0):
+            return False  # beyond int32
+        values[index] = np.int64(unsigned >> np.uint64(1)) ^ -np.int64(unsigned & np.uint64(1))
+        widths[index] = width
+    return True
+
+
+def _gather_kernel(buf: ByteArray, starts: Int64Array, lengths: Int64Array, out: ByteArray) -> None:
+    """`_gather` as one loop of slice copies (compiled by numba)."""
+    filled = 0
+    for index in range(starts.shape[0]):
+        start = starts[index]
+        length = lengths[index]
+        out[filled : filled + length] = buf[start : start + length]
+        filled += length
+
+
+@dataclass(frozen=True, slots=True)
+class _Kernels:
+    walk: Any
+    varints: Any
+    gather: Any
+
+
+_KERNELS: list[_Kernels | None] = []
+"""The numba-compiled kernels (None without numba), made on first use."""
+
+
+def _compiled() -> _Kernels | None:
+    if not _KERNELS:
+        try:
+            import numba
+        except ImportError:
+            _KERNELS.append(None)
+        else:
+            # cache=True keeps the machine code in __pycache__ (or numba's user cache), so
+            # a new process (a Spark worker) loads it instead of compiling it (~1 s).
+            jit = numba.njit(cache=True, nogil=True, boundscheck=False)
+            _KERNELS.append(_Kernels(jit(_walk_lengths), jit(_varints_kernel), jit(_gather_kernel)))
+    return _KERNELS[0]
+
+
 def _varints(
     buf: ByteArray, pos: Int64Array, max_bytes: int
 ) -> tuple[Int64Array, Int64Array | int]:
     """Zig-zag varints (max_bytes 5, int32) or varlongs (10, int64) at every `pos`.
 
     Returns the values and the widths (the int 1 when every varint is one byte). Raises
-    `_Fallback` when one is longer than `max_bytes` or out of its type's range.
+    `_Fallback` when one is longer than `max_bytes` or out of its type's range. Runs
+    `_varints_kernel` when numba is installed, else the numpy steps below.
     """
+    kernels = _compiled()
+    if kernels is not None:
+        values = np.empty(len(pos), dtype=np.int64)
+        widths = np.empty(len(pos), dtype=np.int64)
+        if not kernels.varints(buf, pos, max_bytes, values, widths):
+            raise _Fallback
+        return values, widths
     byte = buf.take(pos, mode="clip")
     more = byte >= 0x80
     if not more.any():
@@ -333,6 +446,11 @@ def _gather(buf: ByteArray, starts: Int64Array, lengths: Int64Array) -> ByteArra
     count = len(starts)
     if count == 0:
         return _NO_BYTES
+    kernels = _compiled()
+    if kernels is not None:
+        out = np.empty(int(lengths.sum()), dtype=np.uint8)
+        kernels.gather(buf, starts, lengths, out)
+        return out
     ends = starts + lengths
     runs = np.empty(2 * count + 1, dtype=np.int64)
     runs[0] = starts[0]
@@ -363,7 +481,7 @@ def _decode_vectorised(data: bytes, header: BatchHeader) -> RecordArrays:
     size = len(data)
     if count <= 0 or count * MIN_RECORD_SIZE > size:
         raise _Fallback
-    starts = np.array(_record_starts(data, count), dtype=np.int64)
+    starts = _record_starts(data, count)
     ends = starts[1:]
     buf = np.frombuffer(data, dtype=np.uint8)
     lengths, width = _varints(buf, starts[:-1], 5)
