@@ -515,9 +515,48 @@ class Broker:
             )
         return entries
 
-    async def set_broker_configs(self, configs: Mapping[str, str | None]) -> None:
-        """Dynamic per-broker configs (`/config/brokers/<id>`); None deletes a key."""
-        dynamic = dict(self.config.dynamic_values)
+    def describe_default_broker_configs(self) -> list[ConfigEntry]:
+        """The cluster-wide dynamic defaults (`/config/brokers/<default>`), as Kafka answers
+        DescribeConfigs for the BROKER resource "": only the keys set there."""
+        from trafka.node.config import BROKER_CONFIG_DEFS
+
+        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        entries = []
+        for config_def in BROKER_CONFIG_DEFS:
+            if config_def.name not in self.config.dynamic_default_values:
+                continue
+            raw = self.config.dynamic_default_values[config_def.name]
+            value = None if config_def.sensitive else config_def.render(raw)
+            entries.append(
+                ConfigEntry(
+                    config_def.name,
+                    value,
+                    not config_def.dynamic,
+                    source,
+                    config_def.sensitive,
+                    ((config_def.name, value, source),),
+                    int(config_def.config_type),
+                    config_def.doc,
+                )
+            )
+        return entries
+
+    async def set_broker_configs(
+        self, configs: Mapping[str, str | None], *, cluster_default: bool = False
+    ) -> None:
+        """Dynamic broker configs: this broker's (`/config/brokers/<id>`) or, with
+        `cluster_default`, every broker's (`/config/brokers/<default>`); None deletes a key.
+        The write is followed by a config change notification so every broker re-reads it."""
+        from trafka.node.config_changes import (
+            DEFAULT_BROKER_ENTITY,
+            broker_entity_path,
+            notify_config_change,
+        )
+
+        current = (
+            self.config.dynamic_default_values if cluster_default else self.config.dynamic_values
+        )
+        dynamic = dict(current)
         for key, raw in configs.items():
             config_def = definition(key)
             if not config_def.dynamic:
@@ -529,11 +568,22 @@ class Broker:
             else:
                 dynamic[key] = config_def.parse(raw)
         rendered = {k: definition(k).render(v) or "" for k, v in dynamic.items()}
-        await self._require_store().put(
-            znodes.broker_config_path(self.node_id), znodes.EntityConfig(rendered).to_json()
-        )
-        self.config = self.config.with_dynamic(dynamic)
+        entity = DEFAULT_BROKER_ENTITY if cluster_default else str(self.node_id)
+        store = self._require_store()
+        await store.put(znodes.broker_config_path(entity), znodes.EntityConfig(rendered).to_json())
+        await notify_config_change(store, broker_entity_path(entity))
+        if cluster_default:
+            self._use_config(self.config.with_dynamic(self.config.dynamic_values, dynamic))
+        else:
+            self._use_config(self.config.with_dynamic(dynamic))
+
+    def _use_config(self, config: BrokerConfig) -> None:
+        """A new effective broker config (dynamic values changed): topic LogConfigs that
+        inherit a broker default follow, in the caches and in the open logs."""
+        self.config = config
         self._forget_log_configs()
+        self._sync_log_configs(list(self.topics.topics) if self._topics is not None else [])
+        self._refresh_throttles()
 
     async def alter_configs(
         self,
@@ -543,13 +593,20 @@ class Broker:
         *,
         validate_only: bool,
     ) -> tuple[int, str | None]:
-        """AlterConfigs / IncrementalAlterConfigs: (error_code, error_message)."""
+        """AlterConfigs / IncrementalAlterConfigs: (error_code, error_message). A BROKER
+        resource is this broker's id, or "" for the cluster-wide default (Kafka's)."""
         try:
             if resource_type == 2:
                 await self._alter_topic_configs(name, transform, validate_only=validate_only)
             elif resource_type == 4 and name in ("", str(self.node_id)):
+                cluster_default = name == ""
+                values = (
+                    self.config.dynamic_default_values
+                    if cluster_default
+                    else self.config.dynamic_values
+                )
                 current: dict[str, str | None] = {
-                    k: definition(k).render(v) for k, v in self.config.dynamic_values.items()
+                    k: definition(k).render(v) for k, v in values.items()
                 }
                 wanted = dict(transform(current))
                 changes = {k: wanted.get(k) for k in set(current) | set(wanted)}
@@ -558,7 +615,7 @@ class Broker:
                         if raw is not None:
                             definition(key).parse(raw)
                 else:
-                    await self.set_broker_configs(changes)
+                    await self.set_broker_configs(changes, cluster_default=cluster_default)
             else:
                 return int(ErrorCode.invalid_request), f"Unsupported resource {name!r}"
         except TopicError as error:
@@ -588,8 +645,56 @@ class Broker:
             return
         await self.topics.set_configs(name, new)
         self._forget_log_configs(name)
-        if self.log_manager is not None:
-            self.log_manager.set_topic_config(name, self.log_config_for(name))
+        self._sync_log_configs([name])
+        self._refresh_throttles()
+
+    # ---- config change notifications (trafka.node.config_changes) ---------------------------
+    async def apply_config_change(self, entity: Any) -> None:
+        """One notified entity (`config_changes.Entity`): re-read it from the local replica
+        of the tree and apply it; a topic this node does not know, another broker's entity
+        or an unchanged config change nothing."""
+        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY, EntityType
+
+        if entity.entity_type is EntityType.TOPICS:
+            await self._reload_topic_configs([entity.name])
+        elif entity.name in (str(self.node_id), DEFAULT_BROKER_ENTITY):
+            await self._reload_dynamic_configs()
+        self._refresh_throttles()
+
+    async def rescan_configs(self) -> None:
+        """Re-read every entity this node uses: its broker configs and every known topic's."""
+        await self._reload_dynamic_configs()
+        await self._reload_topic_configs(list(self.topics.topics))
+        self._refresh_throttles()
+
+    async def _reload_topic_configs(self, names: Sequence[str]) -> None:
+        store = self._require_store()
+        for name in names:
+            raw = await store.get(znodes.topic_config_path(name))
+            try:
+                configs = znodes.EntityConfig.from_json(raw).config if raw else {}
+            except znodes.ZNodeFormatError:
+                log.warning("ignoring malformed config of topic %s", name)
+                continue
+            if self.topics.apply_configs(name, configs):
+                log.info("topic %s configs changed: %s", name, dict(configs))
+        self._sync_log_configs(names)
+
+    def _sync_log_configs(self, names: Sequence[str]) -> None:
+        """Hand the open logs of `names` their effective LogConfig when it changed."""
+        manager = self.log_manager
+        if manager is None:
+            return
+        for name in names:
+            if self._topics is None or self.topics.get(name) is None:
+                continue
+            wanted = self.log_config_for(name)
+            if manager.config_for(name) != wanted:
+                manager.set_topic_config(name, wanted)
+
+    def _refresh_throttles(self) -> None:
+        if self._replica_manager is not None:
+            self._replica_manager.refresh_throttles()
 
     def _require_store(self) -> MetadataStore:
         assert self.store is not None, "broker not started"
@@ -666,18 +771,36 @@ class Broker:
             return znodes.ClusterId.from_json(raw).cluster_id
         return str(cluster_id)
 
-    async def _load_dynamic_configs(self, store: MetadataStore) -> None:
-        raw = await store.get(znodes.broker_config_path(self.node_id))
-        if not raw:
+    async def _reload_dynamic_configs(self) -> None:
+        """This broker's `/config/brokers/<id>` and the cluster default `<default>`, at start
+        and on every change notification of either (a no-op when both are unchanged)."""
+        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY
+
+        store = self._require_store()
+        own = await self._read_broker_entity(store, str(self.node_id))
+        default = await self._read_broker_entity(store, DEFAULT_BROKER_ENTITY)
+        if own == self.config.dynamic_values and default == self.config.dynamic_default_values:
             return
+        log.info("dynamic broker configs: %s, cluster default %s", own, default)
+        self._use_config(self.config.with_dynamic(own, default))
+
+    @staticmethod
+    async def _read_broker_entity(store: MetadataStore, entity: str) -> dict[str, Any]:
+        raw = await store.get(znodes.broker_config_path(entity))
+        if not raw:
+            return {}
         values = {}
-        for key, text in znodes.EntityConfig.from_json(raw).config.items():
+        try:
+            stored = znodes.EntityConfig.from_json(raw).config
+        except znodes.ZNodeFormatError:
+            log.warning("ignoring malformed dynamic broker config %s", entity)
+            return {}
+        for key, text in stored.items():
             try:
                 values[key] = definition(key).parse(text)
             except ValueError:
-                log.warning("ignoring bad dynamic config %s=%r", key, text)
-        self.config = self.config.with_dynamic(values)
-        self._forget_log_configs()
+                log.warning("ignoring bad dynamic config %s=%r (%s)", key, text, entity)
+        return values
 
     def _open_logs(self) -> LocalLogs:
         from trafka.log.config import LogConfig
@@ -827,7 +950,7 @@ class Broker:
 
     async def _serve(self, store: MetadataStore, task_status: trio.TaskStatus[None]) -> None:
         self.cluster_id = await self._load_cluster_id(store)
-        await self._load_dynamic_configs(store)
+        await self._reload_dynamic_configs()
         self._topics = TopicManager(
             store,
             node_id=self.node_id,
@@ -897,6 +1020,13 @@ class Broker:
                 self.controller_service = service
                 self.quorum_event_listeners.append(service.wake)
                 nursery.start_soon(service.run)
+                from trafka.node.config_changes import ConfigChangeListener
+
+                config_listener = ConfigChangeListener(
+                    quorum, apply=self.apply_config_change, rescan=self.rescan_configs
+                )
+                self.quorum_event_listeners.append(config_listener.on_quorum_event)
+                nursery.start_soon(config_listener.run)
             log.info(
                 "node %d serving on %s (cluster %s)",
                 self.node_id,

@@ -1,14 +1,16 @@
 """Broker configuration: Kafka's key names, types, defaults, validation and documentation.
 
-A node's configuration is built in three layers, lowest first (Kafka's precedence, and the
+A node's configuration is built in layers, lowest first (Kafka's precedence, and the
 `source` DescribeConfigs reports):
 
 1. the defaults of `BROKER_CONFIG_DEFS` (source DEFAULT_CONFIG, 5);
 2. a `server.properties` file (`--config FILE`) and `--set key=value` flags, which override
    the file (source STATIC_BROKER_CONFIG, 4);
 3. dynamic broker configs written with AlterConfigs / IncrementalAlterConfigs and kept in the
-   metadata tree under `/config/brokers/<id>` (DYNAMIC_BROKER_CONFIG, 2) or
-   `/config/brokers/<default>` (DYNAMIC_DEFAULT_BROKER_CONFIG, 3).
+   metadata tree: the cluster-wide default `/config/brokers/<default>` (resource name "",
+   DYNAMIC_DEFAULT_BROKER_CONFIG, 3), then this broker's `/config/brokers/<id>`
+   (DYNAMIC_BROKER_CONFIG, 2). Every broker re-reads both on a config change notification
+   (`trafka.node.config_changes`), so a change made through any broker reaches all.
 
 Every key is Kafka's name with Kafka's default unless the `reason` of its definition says
 otherwise. An unknown key or a value of the wrong type raises `ConfigError` with one line
@@ -695,9 +697,10 @@ class BrokerConfig:
 
     # ---- lookups ----------------------------------------------------------------------------
     def get(self, key: str) -> Any:
-        """The effective typed value of a broker key (dynamic > static > default)."""
+        """The effective typed value of a broker key: per-broker dynamic > cluster-default
+        dynamic > static > default (Kafka's DynamicBrokerConfig precedence)."""
         definition = _definition(key)
-        for layer in (self.dynamic_values, self.static_values, self.dynamic_default_values):
+        for layer in (self.dynamic_values, self.dynamic_default_values, self.static_values):
             if key in layer:
                 return layer[key]
         return definition.default
@@ -705,10 +708,10 @@ class BrokerConfig:
     def source(self, key: str) -> ConfigSource:
         if key in self.dynamic_values:
             return ConfigSource.DYNAMIC_BROKER_CONFIG
-        if key in self.static_values:
-            return ConfigSource.STATIC_BROKER_CONFIG
         if key in self.dynamic_default_values:
             return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if key in self.static_values:
+            return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
     def is_set(self, key: str) -> bool:

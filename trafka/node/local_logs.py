@@ -6,6 +6,7 @@ The replica manager and handlers only see:
     get_or_create(topic, partition, config=..., topic_id=...) -> PartitionLog
     delete(topic, partition)
     set_topic_config(topic, config)   # AlterConfigs: existing and future logs
+    config_for(topic) -> LogConfig
     maintenance(now_ms)        # retention, flush.ms, producer expiry, compaction, checkpoints
     partition_sizes()          # (log dir, topic, partition, bytes) for DescribeLogDirs
     close()                    # clean shutdown: snapshots, fsync, checkpoints, clean marker
@@ -85,6 +86,10 @@ class LocalLogs:
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         self.manager.set_topic_config(topic, config)
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The config the topic's logs use (the default when none was set)."""
+        return self.manager.config_for(topic)
 
     def partition_sizes(self) -> list[tuple[str, str, int, int]]:
         return [(str(d), t, p, size) for d, t, p, size in self.manager.partition_sizes()]

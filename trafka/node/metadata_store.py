@@ -12,8 +12,11 @@ Broker code (topic manager, registration, handlers) talks to the znode tree only
 Paths and payloads are Kafka's ZooKeeper layouts (`/brokers/ids/<id>`, `/brokers/topics/<t>`,
 `/brokers/topics/<t>/partitions/<p>/state`, `/config/topics/<t>`, `/cluster/id`, ...).
 
-Not implemented here: watches (the broker re-reads after its own writes; the controller
-engineer adds watch-driven refresh on top of the quorum's watch channel), sequential nodes.
+Sequential nodes (`create_sequential`) carry the config change notifications
+(`/config/changes/config_change_<seq>`, `trafka.node.config_changes`).
+
+Not implemented here: watches (the broker re-reads after its own writes; watch-driven
+refresh is built on the quorum's watch channel: the controller, `config_changes`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class MetadataStore(Protocol):
 
     async def set_data(self, path: str, data: bytes) -> None:
         """Replace the data of an existing path (NoNode otherwise)."""
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create a persistent sequential node `<prefix><10 digits>` (ZooKeeper's
+        PERSISTENT_SEQUENTIAL; missing parents are created); returns its path."""
 
     async def put(self, path: str, data: bytes) -> None:
         """Create or replace (persistent)."""
@@ -157,6 +164,12 @@ class QuorumMetadataStore:
         except NodeExistsError:
             raise NodeExists(path) from None
 
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        parent = _parent(prefix)
+        if parent != "/" and self.quorum.exists_local(parent) is None:
+            await self.quorum.create_recursive(parent)
+        return str(await self.quorum.create(prefix, data, sequential=True))
+
     async def set_data(self, path: str, data: bytes) -> None:
         from trafka.metadata_quorum.tree import NoNodeError
 
@@ -237,6 +250,13 @@ class FileMetadataStore:
         else:
             self._persistent[path] = data
             self._save()
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        taken = [p[len(prefix) :] for p in self._all() if p.startswith(prefix)]
+        sequence = 1 + max((int(s) for s in taken if s.isdigit()), default=-1)
+        path = f"{prefix}{sequence:010d}"
+        await self.create(path, data)
+        return path
 
     async def set_data(self, path: str, data: bytes) -> None:
         if path in self._ephemeral:

@@ -35,9 +35,10 @@ escaping to the connection.
 Replication throttles (KIP-73, `replication.throttle`): `leader_quota` and `follower_quota`
 take their settings from this node's local replica of the metadata tree (the two rates from
 `/config/brokers/<id>`, else `<default>`; the throttled-replica lists from
-`/config/topics/<t>` of the topics this node holds), re-read every
-`THROTTLE_REFRESH_INTERVAL_S` and after every LeaderAndIsr, so an AlterConfigs on any
-broker takes effect here without a restart. `read` returns no data to a follower outside
+`/config/topics/<t>` of the topics this node holds), re-read after every LeaderAndIsr and
+whenever the broker applies a config change notification (`refresh_throttles`, called by
+`trafka.node.config_changes` through the broker), so an AlterConfigs on any broker takes
+effect here without a restart. `read` returns no data to a follower outside
 the ISR for a partition of the leader list while the leader quota is exceeded; the Fetch
 handler records the bytes it sent for listed partitions (`record_leader_throttled_bytes`);
 the replica fetchers use `follower_quota`.
@@ -80,9 +81,6 @@ from trafka.node.topics import TopicManager
 log_ = logging.getLogger("trafka.node.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
-THROTTLE_REFRESH_INTERVAL_S = 0.5
-"""How often the throttle configs are re-read from the local replica of the tree."""
-
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -315,7 +313,6 @@ class ReplicaManager:
         """The ISR shrink check and the ISR writer (started by the broker)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._isr_writer)
-            nursery.start_soon(self._throttle_config_loop)
             while True:
                 await trio.sleep(max(0.05, self.replica_lag_time_max_ms / 2000))
                 now_ms = self._now_ms()
@@ -425,8 +422,8 @@ class ReplicaManager:
             return {}
 
     def refresh_throttles(self) -> None:
-        """Re-read and apply the throttle settings (periodically and after every
-        LeaderAndIsr, so a partition starts under its throttle)."""
+        """Re-read and apply the throttle settings (after every LeaderAndIsr, so a partition
+        starts under its throttle, and after every config change the broker applies)."""
         try:
             settings = self.read_throttle_settings()
         except Exception:  # a stopping quorum must not take the replica manager down
@@ -434,11 +431,6 @@ class ReplicaManager:
             return
         if settings is not None:
             self.apply_throttle_settings(settings)
-
-    async def _throttle_config_loop(self) -> None:
-        while True:
-            self.refresh_throttles()
-            await trio.sleep(THROTTLE_REFRESH_INTERVAL_S)
 
     def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:
         """After a follower's Fetch response: count the bytes of every (topic, partition,

@@ -17,9 +17,11 @@ assignment `/brokers/topics/<t>` (the controller's TopicChange creates the parti
 and elects leaders, CTL-25); `add_partitions` rewrites the assignment (PartitionModifications,
 CTL-26); `delete` creates `/admin/delete_topics/<t>` (the controller's TopicDeletionManager
 does the rest, CTL-27..30). The cache is kept current by the controller's LeaderAndIsr and
-UpdateMetadata (`apply_partition_state`, `forget`) and by re-reading the tree for topics this
-node has not seen yet (`refresh_topic`). `assign_replicas` is Kafka's round-robin assignment
-(AdminUtils.assignReplicasToBrokers without racks).
+UpdateMetadata (`apply_partition_state`, `forget`), by re-reading the tree for topics this
+node has not seen yet (`refresh_topic`), and by the config change notifications
+(`set_configs` creates one; every broker's `config_changes` listener calls `apply_configs`).
+`assign_replicas` is Kafka's round-robin assignment (AdminUtils.assignReplicasToBrokers
+without racks).
 
 Not implemented here: rack-aware assignment (the controller's `assignment.py` has it).
 """
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.node.config_changes import notify_config_change, topic_entity_path
 from trafka.node.metadata_store import MetadataStore, NodeExists
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -512,10 +515,22 @@ class TopicManager:
         await self._store.put(
             znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
         )
+        # Every other broker re-reads the topic's configs (Kafka's config change notification).
+        await notify_config_change(self._store, topic_entity_path(name))
         topic = replace(state, configs=dict(configs))
         self.topics[name] = topic
         self._notify(name)
         return topic
+
+    def apply_configs(self, name: str, configs: Mapping[str, str]) -> bool:
+        """The topic's overrides as read from the tree after a config change notification
+        (`trafka.node.config_changes`); False when the topic is unknown here or unchanged."""
+        state = self.topics.get(name)
+        if state is None or dict(state.configs) == dict(configs):
+            return False
+        self.topics[name] = replace(state, configs=dict(configs))
+        self._notify(name)
+        return True
 
     def _notify(self, name: str) -> None:
         for listener in self.listeners:

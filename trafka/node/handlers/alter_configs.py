@@ -3,17 +3,19 @@
 * v0: resources with key/value lists; validate_only. v1: no change. v2: flexible.
 
 TOPIC (2): the given keys become the topic's complete override set (`/config/topics/<t>`),
-validated by `trafka.log.config` (INVALID_CONFIG); the partition logs pick the new config
-up at once. BROKER (4): this broker's dynamic keys (`/config/brokers/<id>`); only keys
-marked dynamic in `trafka.node.config` (INVALID_REQUEST otherwise). The replication
-throttles (KIP-73: broker `leader/follower.replication.throttled.rate`, topic
-`leader/follower.replication.throttled.replicas`) are read from the tree by the replica
-manager of every broker and take effect without a restart.
+validated by `trafka.log.config` (INVALID_CONFIG). BROKER (4): this broker's dynamic keys
+(`/config/brokers/<id>`), or with the name "" the cluster-wide default
+(`/config/brokers/<default>`); only keys marked dynamic in `trafka.node.config`
+(INVALID_REQUEST otherwise). After the write the broker creates a config change
+notification (`/config/changes/config_change_<seq>`, `trafka.node.config_changes`): every
+broker, the partition leaders included, re-reads the entity and applies it to its topic
+cache, its open logs, its replication throttles (KIP-73) and its broker config, without a
+restart.
 Topic resources start from the topic's current configs in the tree (synced first, as in
 DescribeConfigs), not from a possibly stale cache.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
 
-Not implemented: cluster-default broker configs (`/config/brokers/<default>`), BROKER_LOGGER.
+Not implemented: BROKER_LOGGER.
 """
 
 from __future__ import annotations

@@ -6,16 +6,18 @@
 Resources: TOPIC (2) - every topic key of `trafka.node.topic_configs` with its value:
 the topic override (DYNAMIC_TOPIC_CONFIG), else the broker key it inherits from (synonym,
 STATIC_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG);
-BROKER (4) - every key of `trafka.node.config` for this broker ("" or its own id; another
-broker's id gets INVALID_REQUEST: clients send broker resources to that broker).
+BROKER (4) - every key of `trafka.node.config` for this broker (its own id; another
+broker's id gets INVALID_REQUEST: clients send broker resources to that broker); the name ""
+lists the cluster-wide dynamic defaults (`/config/brokers/<default>`, only the keys set
+there, DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka does.
 `configuration_keys` filters; unknown keys are omitted.
 Sensitive values (controller.quorum.secret) are null with is_sensitive=true.
 
 Topic configs are read fresh: before a TOPIC resource is described (or altered, by
 AlterConfigs / IncrementalAlterConfigs) the broker syncs with the quorum and re-reads the
-topic from the tree (`refresh_topic_from_tree`), since a config written through another
-broker (e.g. the throttled-replica lists `ktool reassign` sets and clears, KIP-73) does not
-otherwise reach this broker's topic cache.
+topic from the tree (`refresh_topic_from_tree`). A config written through another broker
+reaches this broker's caches anyway through the config change notifications
+(`trafka.node.config_changes`); the sync makes the answer read-your-writes at once.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
@@ -37,7 +39,9 @@ BROKER_RESOURCE = 4
 
 async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int, str]]) -> None:
     """Sync with the quorum once, then re-read every TOPIC resource's topic into the cache
-    (its assignment, partition states and `/config/topics/<t>`)."""
+    (its assignment, partition states and `/config/topics/<t>`). A topic this broker has not
+    heard of from the controller yet is read too: whether a topic exists is decided by the
+    tree, as Kafka's ZK-mode admin manager does (`zkClient.topicExists`)."""
     broker = ctx.broker
     names = sorted({name for kind, name in resources if kind == TOPIC_RESOURCE and name})
     store = getattr(broker, "store", None)
@@ -45,8 +49,7 @@ async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int
         return
     await store.sync()
     for name in names:
-        if broker.topics.get(name) is not None:
-            await broker.topics.refresh_topic(name)
+        await broker.topics.refresh_topic(name)
 
 
 @register(api_key=32, name="DescribeConfigs", min_version=1, max_version=4)
@@ -76,8 +79,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results.append(result)
                 continue
             entries = broker.describe_topic_configs(name)
-        elif resource_type == BROKER_RESOURCE and name in ("", str(broker.node_id)):
+        elif resource_type == BROKER_RESOURCE and name == str(broker.node_id):
             entries = broker.describe_broker_configs()
+        elif resource_type == BROKER_RESOURCE and name == "":
+            entries = broker.describe_default_broker_configs()
         else:
             result["error_code"] = int(ErrorCode.invalid_request)
             result["error_message"] = f"Unsupported resource {resource_type}/{name!r}"

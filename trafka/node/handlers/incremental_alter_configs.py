@@ -4,11 +4,12 @@
 
 Operations: 0 SET, 1 DELETE (back to the inherited value), 2 APPEND and 3 SUBTRACT (list
 keys such as cleanup.policy and the `*.replication.throttled.replicas` lists; INVALID_CONFIG
-on non-list keys). Same resources, storage and errors as AlterConfigs: the replication
-throttle rates (`leader/follower.replication.throttled.rate`, KIP-73) are per-broker dynamic
-keys, taking effect within half a second without a restart.
+on non-list keys). Same resources, storage, change notification and errors as AlterConfigs: the
+replication throttle rates (`leader/follower.replication.throttled.rate`, KIP-73) are
+dynamic broker keys (per broker, or the cluster default with the name ""), taking effect on
+every broker as soon as it applies the notification, without a restart.
 
-Not implemented: BROKER_LOGGER resources, cluster-default broker configs.
+Not implemented: BROKER_LOGGER resources.
 """
 
 from __future__ import annotations
