@@ -29,9 +29,9 @@ node must be in OAR for the reassignment to be able to finish without it (all si
 are in OAR + RAR), so OAR is whichever of {1,2,3} / {4,5,6} holds the controller at that
 moment. Another node becomes controller with epoch + 1, resumes the reassignment from the
 tree (CTL-44) and completes it: the final state carries the new controller epoch. The killed
-node is then restarted and rejoins. Its own partition directory is not checked: a broker that
-was down when its replica was removed keeps it (a stray log, as in Kafka's ZooKeeper mode;
-docs/controller.md).
+node is then restarted and rejoins; its StopReplica(delete) was never delivered, so it deletes
+its partition directory itself at start-up as a stray log (KAFKA-14616, docs/controller.md)
+and keeps every other directory.
 
 Both tests share one six-node cluster (module fixture): six quorum voters (every knode is a
 voter; `docs/status.md`), so timeouts are generous.
@@ -322,6 +322,11 @@ def _partition_dirs(cluster: KnodeCluster, topic: str) -> set[int]:
     }
 
 
+def _dir_names(cluster: KnodeCluster, node_id: int) -> set[str]:
+    """The partition directories (and the quorum's) in a node's log dir."""
+    return {p.name for p in cluster.nodes[node_id].data_dir.iterdir() if p.is_dir()}
+
+
 def _check_data(cluster: KnodeCluster, topic: str, rar: tuple[int, ...]) -> None:
     expected = [_value(n) for n in range(MESSAGES)]
 
@@ -486,7 +491,10 @@ async def test_reassignment_completes_after_the_controller_is_killed(
     )
     await trio.to_thread.run_sync(_check_data, six, topic, rar)
 
-    # The killed node comes back as an ordinary broker.
+    # The killed node comes back as an ordinary broker and deletes its stray failover-0 (its
+    # StopReplica(delete) could not be delivered) at start-up, keeping everything else.
+    assert controller in _partition_dirs(six, topic)
+    kept = {name for name in _dir_names(six, controller) if name != f"{topic}-0"}
     await trio.to_thread.run_sync(six.start, controller)
     admin = AdminClient({"bootstrap.servers": six.address(rar[0])})
     wait_until(
@@ -495,4 +503,10 @@ async def test_reassignment_completes_after_the_controller_is_killed(
         what=f"broker {controller} registered again",
     )
     assert (await _controller(six, rar[-1])) == (new_controller, new_epoch)
+    wait_until(
+        lambda: _partition_dirs(six, topic) == set(rar),
+        timeout_s=60,
+        what=f"the restarted broker {controller} deleted its stray {topic}-0",
+    )
+    assert _dir_names(six, controller) == kept
     print(f"\nkilled controller {controller} (epoch {epoch}) after state {killed_at}:\n{history}")

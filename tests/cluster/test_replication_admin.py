@@ -1,5 +1,6 @@
 """Cluster operations on real processes (issue 5): reassignment, preferred election and topic
-deletion across three knode processes, driven through `ktool` as a user would."""
+deletion across three knode processes, driven through `ktool` as a user would, and the
+stray log a broker that was down during a reassignment deletes at its restart (KAFKA-14616)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.support.cluster import KnodeCluster
@@ -27,6 +28,7 @@ SETTINGS = [
     "replica.fetch.wait.max.ms=200",
     "auto.leader.rebalance.enable=false",
 ]
+STRAYED_MESSAGES = 400
 
 
 def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,6 +79,57 @@ def _dirs(cluster: KnodeCluster, topic: str) -> set[tuple[int, str]]:
         for path in node.data_dir.iterdir()
         if path.name.startswith(f"{topic}-")
     }
+
+
+def _check_stray_log_deleted(cluster: KnodeCluster, admin: AdminClient) -> None:
+    """Broker 3, restarted after strayed-0 moved to {1,2}, deleted its strayed-0 at start-up
+    (one log line with the reason), left `gone` to the controller, kept strayed-1 and leads
+    it again with every message."""
+    node_log = cluster.nodes[3].stderr_path
+
+    def this_run() -> str:
+        return node_log.read_text(errors="replace").rsplit("===== start ", 1)[-1]
+
+    wait_until(
+        lambda: "stray-log check done" in this_run(), timeout_s=60, what="broker 3's stray check"
+    )
+    assert _dirs(cluster, "strayed") == {
+        (1, "strayed-0"),
+        (2, "strayed-0"),
+        (1, "strayed-1"),
+        (3, "strayed-1"),
+    }
+    lines = this_run().splitlines()
+    deleted = [line for line in lines if "deleted stray log" in line]
+    assert len(deleted) == 1, deleted
+    assert "deleted stray log strayed-0 " in deleted[0], deleted
+    assert "this broker is not in the partition's replicas" in deleted[0], deleted
+    wait_until(
+        lambda: _partitions(admin, "strayed")[1][2] == [1, 3],
+        timeout_s=30,
+        what="broker 3 back in strayed-1's ISR",
+    )
+    elected = _ktool(cluster, "preferred-elect", "--topic", "strayed", "--partition", "1")
+    assert elected.returncode == 0, elected.stderr + elected.stdout
+    wait_until(
+        lambda: _partitions(admin, "strayed")[1][0] == 3, timeout_s=20, what="3 leads strayed-1"
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.address(3),
+            "group.id": "strayed-check",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition("strayed", 1, OFFSET_BEGINNING)])
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < STRAYED_MESSAGES // 2 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(int(message.value()))  # type: ignore[arg-type]
+    consumer.close()
+    assert seen == list(range(1, STRAYED_MESSAGES, 2))
 
 
 def test_reassign_preferred_elect_and_delete(tmp_path: Path) -> None:
@@ -207,10 +260,19 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
             cluster.wait_ready(node_id, timeout_s=90)
         admin = AdminClient({"bootstrap.servers": cluster.address(3)})
 
-        # Deletion while broker 3 is down completes when it returns (CTL-30).
+        # Deletion while broker 3 is down completes when it returns (CTL-30). A reassignment
+        # while it is down moves strayed-0 away from it: at its restart it deletes that
+        # stray log itself (KAFKA-14616), keeps strayed-1 and serves it.
         created = _ktool(cluster, "topics", "create", "gone", "--replica-assignment", "1:2:3")
         assert created.returncode == 0, created.stderr
+        created = _ktool(cluster, "topics", "create", "strayed", "--replica-assignment", "1:3,3:1")
+        assert created.returncode == 0, created.stderr
         wait_until(lambda: len(_dirs(cluster, "gone")) == 3, timeout_s=20, what="3 replicas")
+        producer = Producer({"bootstrap.servers": cluster.address(1), "acks": "all"})
+        for number in range(STRAYED_MESSAGES):
+            producer.produce("strayed", str(number).encode(), partition=number % 2)
+        assert producer.flush(30) == 0  # acks=all: in broker 3's logs too
+        assert {(3, "strayed-0"), (3, "strayed-1")} <= _dirs(cluster, "strayed")
         cluster.kill(3)
         admin = AdminClient({"bootstrap.servers": cluster.address(1)})
         wait_until(
@@ -224,6 +286,28 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
             timeout_s=20,
             what="the live replicas deleted",
         )
+        plan = tmp_path / "strayed.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [{"topic": "strayed", "partition": 0, "replicas": [1, 2]}],
+                }
+            )
+        )
+        executed = _ktool(cluster, "reassign", "execute", "--reassignment-json-file", str(plan))
+        assert executed.returncode == 0, executed.stderr
+        wait_until(
+            lambda: (
+                _ktool(
+                    cluster, "reassign", "verify", "--reassignment-json-file", str(plan)
+                ).returncode
+                == 0
+            ),
+            timeout_s=30,
+            what="strayed-0 reassigned to {1,2} without broker 3",
+        )
+        assert (3, "strayed-0") in _dirs(cluster, "strayed")  # its StopReplica was not sent
         cluster.start(3, wait=False)
         cluster.wait_ready(3, timeout_s=60)
         wait_until(lambda: not _dirs(cluster, "gone"), timeout_s=30, what="replica 3 deleted")
@@ -232,6 +316,7 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
             timeout_s=20,
             what="the topic gone",
         )
+        _check_stray_log_deleted(cluster, admin)
 
         # Unclean election: partition on {1,2}; 2 falls out of the ISR (SIGSTOP past the lag
         # time, shorter than its session), then leader 1 dies: no clean leader is left.

@@ -11,7 +11,8 @@ Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUN
 5. register `/brokers/ids/<id>` (ephemeral, Kafka's registration JSON; re-registered when
    the session is lost);
 6. serve requests; run log maintenance (retention, flush, checkpoints) periodically in a
-   worker thread.
+   worker thread; once, after a quorum barrier, delete stray logs (local logs the tree no
+   longer assigns to this node, KAFKA-14616: `trafka.node.stray_logs`).
 
 Shutdown (SIGTERM/SIGINT from knode): stop accepting, cancel request tasks, close the logs
 (flush + checkpoints), close the metadata store (the ephemeral registration goes away).
@@ -54,6 +55,7 @@ from trafka.node.handlers.registry import HandlerRegistry, load_all
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
 from trafka.node.replica_manager import ReplicaManager
+from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
 
 log = logging.getLogger("trafka.node.broker")
@@ -67,6 +69,11 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 ADMIN_WAIT_S = 10.0
 """How long CreateTopics / CreatePartitions / DeleteTopics wait for the controller's result."""
 ADMIN_POLL_S = 0.02
+STRAY_BARRIER_TIMEOUT_S = 30.0
+"""One attempt at the quorum barrier before the stray-log check."""
+STRAY_BARRIER_GIVE_UP_S = 600.0
+"""Without a barrier by then the stray-log check is skipped (nothing is deleted)."""
+STRAY_BARRIER_RETRY_S = 1.0
 
 
 class StartupError(Exception):
@@ -1027,6 +1034,7 @@ class Broker:
                 )
                 self.quorum_event_listeners.append(config_listener.on_quorum_event)
                 nursery.start_soon(config_listener.run)
+                nursery.start_soon(self._remove_stray_logs, quorum)
             log.info(
                 "node %d serving on %s (cluster %s)",
                 self.node_id,
@@ -1034,6 +1042,97 @@ class Broker:
                 self.cluster_id,
             )
             task_status.started()
+
+    async def _remove_stray_logs(self, quorum: Any) -> None:
+        """Once per start, after registration: delete the local logs the tree no longer
+        assigns to this node (KAFKA-14616; the rules are `trafka.node.stray_logs`). Only after
+        a quorum barrier, so this replica of the tree holds every write committed before it
+        (a voter or learner still catching up would otherwise judge by an old tree); without
+        a barrier nothing is deleted."""
+        from trafka.metadata_quorum.tree import ZooKeeperError
+
+        give_up_at = trio.current_time() + STRAY_BARRIER_GIVE_UP_S
+        while True:
+            try:
+                with trio.fail_after(STRAY_BARRIER_TIMEOUT_S):
+                    await quorum.sync()
+                break
+            except (trio.TooSlowError, ZooKeeperError) as error:
+                if trio.current_time() >= give_up_at:
+                    log.warning("stray logs not checked: no quorum barrier (%r)", error)
+                    return
+                log.warning("stray-log check: quorum barrier failed (%r), retrying", error)
+                await trio.sleep(STRAY_BARRIER_RETRY_S)
+        self.delete_stray_logs(quorum)
+
+    def delete_stray_logs(self, quorum: Any) -> StrayDecision:
+        """Read the tree and the local logs, decide and delete without yielding to trio: no
+        LeaderAndIsr or StopReplica runs in between. Partitions a LeaderAndIsr named since
+        start are protected (their log may be newer than this tree); the tree only moves
+        forward after the barrier, so reading it later than the barrier is never staler."""
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        def children(path: str) -> list[str]:
+            try:
+                return list(quorum.children_local(path))
+            except NoNodeError:
+                return []
+
+        def data(path: str) -> bytes | None:
+            try:
+                return bytes(quorum.get_local(path)[0])
+            except NoNodeError:
+                return None
+
+        manager = self.log_manager
+        assert manager is not None, "logs not open"
+        topics, unreadable = read_tree_view(children, data)
+        local = [
+            LocalPartition(t, p, topic_id) for t, p, topic_id in manager.partitions_with_topic_ids()
+        ]
+        decision = find_stray_logs(
+            self.node_id,
+            local,
+            topics,
+            protected=frozenset(self.replica_manager.named_by_leader_and_isr),
+            unreadable=unreadable,
+        )
+        if decision.skipped_empty_view:
+            log.warning(
+                "stray logs not checked: the tree has no topics but %d local logs exist",
+                len(local),
+            )
+        for kept in decision.ambiguous:
+            log.warning(
+                "kept %s-%d: assigned to this node, but its topic id %s is not the tree's %s",
+                kept.topic,
+                kept.partition,
+                kept.topic_id,
+                topics[kept.topic].topic_id,
+            )
+        deleted = 0
+        for stray in decision.stray:
+            topic, partition = stray.partition.topic, stray.partition.partition
+            partition_log = manager.get(topic, partition)
+            where = partition_log.directory if partition_log is not None else "?"
+            try:
+                self.replica_manager.stop_replicas([(topic, partition)], delete=True)
+            except Exception:
+                log.exception("deleting stray log %s-%d failed", topic, partition)
+                continue
+            deleted += 1
+            log.warning(
+                "deleted stray log %s-%d (%s): %s", topic, partition, where, stray.reason.value
+            )
+        if unreadable:
+            log.warning("stray-log check kept the logs of unreadable topics %s", sorted(unreadable))
+        log.info(
+            "stray-log check done: %d local logs, %d deleted, %d kept with another topic id",
+            len(local),
+            deleted,
+            len(decision.ambiguous),
+        )
+        return decision
 
     async def _close(self) -> None:
         manager, self.log_manager = self.log_manager, None

@@ -5,6 +5,7 @@ The replica manager and handlers only see:
     get(topic, partition) -> PartitionLog | None
     get_or_create(topic, partition, config=..., topic_id=...) -> PartitionLog
     delete(topic, partition)
+    partitions_with_topic_ids()  # (topic, partition, partition.metadata's topic id) per log
     set_topic_config(topic, config)   # AlterConfigs: existing and future logs
     config_for(topic) -> LogConfig
     maintenance(now_ms)        # retention, flush.ms, producer expiry, compaction, checkpoints
@@ -31,6 +32,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from trafka.log.checkpoint import PARTITION_METADATA, CheckpointError, read_partition_metadata
 from trafka.log.config import LogConfig
 from trafka.log.log_manager import LogManager
 from trafka.log.partition_log import PartitionLog
@@ -83,6 +85,18 @@ class LocalLogs:
 
     def delete(self, topic: str, partition: int) -> None:
         self.manager.delete(topic, partition)
+
+    def partitions_with_topic_ids(self) -> list[tuple[str, int, str | None]]:
+        """Every loaded log with the topic id of its `partition.metadata` (None when the
+        file is missing or unreadable)."""
+        found: list[tuple[str, int, str | None]] = []
+        for (topic, partition), partition_log in sorted(self.manager.logs().items()):
+            try:
+                topic_id = read_partition_metadata(partition_log.directory / PARTITION_METADATA)
+            except (OSError, UnicodeDecodeError, CheckpointError):
+                topic_id = None
+            found.append((topic, partition, topic_id))
+        return found
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         self.manager.set_topic_config(topic, config)

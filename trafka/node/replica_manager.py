@@ -181,6 +181,10 @@ class ReplicaManager:
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.followers: dict[TopicPartition, PartitionFollowerState] = {}
         self.leader_epochs: dict[TopicPartition, int] = {}
+        self.named_by_leader_and_isr: set[tuple[str, int]] = set()
+        """Every partition a LeaderAndIsr has named since start: the stray-log sweep
+        (`trafka.node.stray_logs`) never deletes these, their logs may be newer than the
+        tree it read."""
         self.fetchers: Any = None
         """`replica_fetcher.ReplicaFetchers`, set by the broker."""
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
@@ -200,6 +204,7 @@ class ReplicaManager:
         now_ms = self._now_ms()
         for update in updates:
             tp = TopicPartition(update.topic, update.partition)
+            self.named_by_leader_and_isr.add((update.topic, update.partition))
             if self._node_id not in update.replicas:
                 errors[(update.topic, update.partition)] = int(ErrorCode.none)
                 continue
