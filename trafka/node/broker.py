@@ -14,8 +14,10 @@ Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUN
    worker thread; once, after a quorum barrier, delete stray logs (local logs the tree no
    longer assigns to this node, KAFKA-14616: `trafka.node.stray_logs`).
 
-Shutdown (SIGTERM/SIGINT from knode): stop accepting, cancel request tasks, close the logs
-(flush + checkpoints), close the metadata store (the ephemeral registration goes away).
+Shutdown (SIGTERM/SIGINT from knode): first a controlled shutdown (`controlled_shutdown`:
+the ControlledShutdown request to the controller, which moves this node's leaders away;
+bounded, retried), then stop accepting, cancel request tasks, close the logs (flush +
+checkpoints), close the metadata store (the ephemeral registration goes away).
 
 Cluster (issue 5): every node runs a `ControllerService` (it becomes the controller when it
 wins `/controller`), a `ReplicaManager` whose roles come from the controller's LeaderAndIsr,
@@ -25,8 +27,7 @@ deletion are written to the tree and carried out by the controller; the admin ca
 that creates a topic can produce at once. One node is simply a cluster of one: controller,
 leader of everything, ISR of one.
 
-Not implemented here: controlled shutdown on SIGTERM (the ControlledShutdown API exists; the
-node does not call it yet), multiple log dirs beyond passing them to the LogManager, SSL/SASL
+Not implemented here: multiple log dirs beyond passing them to the LogManager, SSL/SASL
 listeners.
 """
 
