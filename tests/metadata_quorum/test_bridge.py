@@ -250,6 +250,18 @@ def test_voters_parsing_and_secret_rules(tmp_path: Path) -> None:
             node_id=1,
             data_dir=tmp_path,
         )
+    # A learner of a one-voter quorum cannot make up the secret: it must be the voter's.
+    with pytest.raises(QuorumConfigError, match="node 2 is a learner of the quorum of voter 1"):
+        config_from_properties(
+            {"controller.quorum.voters": "1@127.0.0.1:1"}, node_id=2, data_dir=tmp_path / "2"
+        )
+    assert not (tmp_path / "2" / "quorum.secret").exists()
+    learner = config_from_properties(
+        {"controller.quorum.voters": "1@127.0.0.1:1", "controller.quorum.secret": "shared"},
+        node_id=2,
+        data_dir=tmp_path / "2",
+    )
+    assert learner.secret == "shared" and not learner.is_voter and learner.self_voter is None
     one = config_from_properties({}, node_id=1, data_dir=tmp_path)
     again = config_from_properties({}, node_id=1, data_dir=tmp_path)
     assert one.secret == again.secret and len(one.secret) > 20

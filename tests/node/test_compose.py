@@ -20,7 +20,8 @@ def test_there_are_examples() -> None:
 def test_example_parses(path: Path) -> None:
     config = BrokerConfig.build(None, load_properties_file(path))
     assert config.node_id >= 1
-    assert config.node_id in {v.node_id for v in config.quorum_voters}
+    # A node with the controller role is a voter; a broker-only node is a learner.
+    assert (config.node_id in {v.node_id for v in config.quorum_voters}) == config.is_controller
     assert config.quorum_properties()["controller.quorum.voters"]
     if len(config.quorum_voters) > 1:
         assert config.get("controller.quorum.secret") or config.get("controller.quorum.secret.file")

@@ -50,7 +50,15 @@ def test_properties_then_set_overrides_and_sources() -> None:
         ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
         ("listeners=PLAINTEXT:/x", "expected NAME://host:port"),
         ("listeners=SSL://localhost:9093", "only PLAINTEXT"),
-        ("controller.quorum.voters=2@localhost:9093", "node 1 is not a voter"),
+        (
+            "controller.quorum.voters=2@localhost:9093",
+            "If process.roles contains the 'controller' role, the node id 1 must be included "
+            "in the set of voters controller.quorum.voters=2",
+        ),
+        ("process.roles=", "at least one role"),
+        ("process.roles=broker,broker", "Duplicate role names found in `process.roles`"),
+        ("process.roles=controller", "a controller-only node is not implemented"),
+        ("process.roles=observer", "string must be one of: broker, controller"),
         ("novalue", "expected key=value"),
     ],
 )
@@ -84,3 +92,30 @@ def test_broker_id_follows_node_id_and_may_not_disagree() -> None:
     assert BrokerConfig.build(properties={"broker.id": "4"}).node_id == 4
     with pytest.raises(ConfigError, match=r"broker\.id=5: it must equal node\.id=3"):
         BrokerConfig.build(node_id=3, overrides=["broker.id=5"])
+
+
+def test_roles_against_the_voter_set_follow_kafkas_rules() -> None:
+    voters = "controller.quorum.voters=1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3"
+    combined = BrokerConfig.build(2, {}, [voters])
+    assert combined.process_roles == ["broker", "controller"]
+    assert combined.is_controller and combined.is_quorum_voter
+    broker_only = BrokerConfig.build(4, {}, [voters, "process.roles=broker"])
+    assert not broker_only.is_controller and not broker_only.is_quorum_voter
+    assert "4@" not in broker_only.quorum_properties()["controller.quorum.voters"]
+    with pytest.raises(ConfigError) as caught:
+        BrokerConfig.build(3, {}, [voters, "process.roles=broker"])
+    assert str(caught.value) == (
+        "invalid configuration process.roles=broker: If process.roles contains just the "
+        "'broker' role, the node id 3 must not be included in the set of voters "
+        "controller.quorum.voters=1,2,3"
+    )
+    with pytest.raises(ConfigError) as caught:
+        BrokerConfig.build(4, {}, [voters, "process.roles=controller,broker"])
+    assert "the node id 4 must be included in the set of voters" in str(caught.value)
+    # Without voters the embedded default would make it its own one-voter quorum.
+    with pytest.raises(ConfigError, match=r"a broker-only node needs controller\.quorum\.voters"):
+        BrokerConfig.build(5, {}, ["process.roles=broker"])
+    # The embedded single-node defaults stay a one-voter combined node.
+    single = BrokerConfig.build(1, {}, [])
+    assert single.is_controller and single.is_quorum_voter
+    assert single.quorum_properties()["controller.quorum.voters"] == "1@localhost:9093"

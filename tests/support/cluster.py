@@ -8,9 +8,12 @@
 
 Each node gets free loopback ports (client listener and quorum port, tests/support/ports.py),
 its data in `<base>/node-<id>` (kept across restarts), and `--set` flags for `listeners`,
-`log.dirs` and `controller.quorum.voters` (all nodes are voters; several nodes share a
-`controller.quorum.secret` unless `settings` give one). Extra `--set` flags go to
-every node (`settings=`) or one node (`node_settings=`). stderr of each run goes to
+`log.dirs` and `controller.quorum.voters` (several nodes share a `controller.quorum.secret`
+unless `settings` give one). By default every node is a voter (`process.roles` left at its
+default, broker,controller); `voter_count=V` makes nodes 1..V the voters and the others
+broker-only quorum learners (`--set process.roles=broker`, their quorum port unused), which
+never become the controller. Extra `--set` flags go to every node (`settings=`) or one node
+(`node_settings=`). stderr of each run goes to
 `<base>/node-<id>.stderr.log`; `describe_failure()` returns the tails of those logs, and the
 context manager appends them to any exception raised inside it. Every process started is
 killed on exit (SIGKILL after a SIGTERM grace period).
@@ -61,13 +64,16 @@ class KnodeCluster:
         settings: Iterable[str] = (),
         node_settings: Mapping[int, Iterable[str]] | None = None,
         start: bool = True,
+        voter_count: int | None = None,
     ) -> None:
         self.base_dir = base_dir
+        self.voter_count = node_count if voter_count is None else voter_count
+        assert 1 <= self.voter_count <= node_count, "voter_count must be in 1..node_count"
         self.settings = list(settings)
         if node_count > 1 and not any(
             item.startswith("controller.quorum.secret") for item in self.settings
         ):
-            # several voters need a shared secret (one voter generates its own)
+            # several nodes need a shared secret (a lone voter generates its own)
             self.settings.append("controller.quorum.secret=knode-cluster-test-secret")
         self.nodes: dict[int, NodeProcess] = {}
         for node_id in range(1, node_count + 1):
@@ -84,7 +90,19 @@ class KnodeCluster:
     # ---- addresses ----------------------------------------------------------------------------
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@127.0.0.1:{n.quorum_port}" for n in self.nodes.values())
+        """`controller.quorum.voters`: nodes 1..voter_count."""
+        return ",".join(
+            f"{n.node_id}@127.0.0.1:{n.quorum_port}"
+            for n in self.nodes.values()
+            if self.is_voter(n.node_id)
+        )
+
+    def is_voter(self, node_id: int) -> bool:
+        return node_id <= self.voter_count
+
+    @property
+    def broker_only_ids(self) -> list[int]:
+        return [node_id for node_id in self.nodes if not self.is_voter(node_id)]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -107,6 +125,8 @@ class KnodeCluster:
             "--set",
             f"controller.quorum.voters={self.voters}",
         ]
+        if not self.is_voter(node_id):
+            args += ["--set", "process.roles=broker"]
         for item in [*self.settings, *node.extra]:
             args += ["--set", item]
         return args

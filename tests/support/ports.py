@@ -39,3 +39,14 @@ def free_port() -> int:
 
 def free_ports(count: int) -> list[int]:
     return [free_port() for _ in range(count)]
+
+
+def free_port_range(count: int) -> int:
+    """The first of `count` consecutive free loopback ports (for `knode cluster up --port`)."""
+    for _ in range(2000):
+        first = free_port()
+        others = range(first + 1, first + count)
+        if all(p < _HIGH and p not in _handed_out and _is_free(p) for p in others):
+            _handed_out.update(others)
+            return first
+    raise RuntimeError(f"no {count} consecutive free loopback ports found in 20000-32000")

@@ -6,8 +6,8 @@
   "observer") that still holds a full local replica for reads and watches.
 * `controller.quorum.secret`: the cluster secret that encrypts and authenticates the quorum
   port. `controller.quorum.secret.file`: a file holding it. For a one-voter cluster without
-  either, `<data dir>/quorum.secret` is generated (mode 0600); several voters without a
-  secret is a configuration error.
+  either, its voter generates `<data dir>/quorum.secret` (mode 0600); several voters, or a
+  learner, without a secret is a configuration error.
 * `controller.quorum.election.timeout.ms` (1000): randomized in [t, 2t] (Kafka's rule).
 * `controller.quorum.fsync.interval.ms` (1000, trafka's own): how often the journal is
   msync'ed and fsync'ed (see transport.py).
@@ -111,9 +111,16 @@ class QuorumConfig:
 
 
 def load_secret(
-    data_dir: Path, voters: tuple[Voter, ...], secret: str | None, secret_file: str | None
+    data_dir: Path,
+    voters: tuple[Voter, ...],
+    secret: str | None,
+    secret_file: str | None,
+    *,
+    node_id: int | None = None,
 ) -> str:
-    """The cluster secret: given, read from a file, or generated for a one-voter cluster."""
+    """The cluster secret: given, read from a file, or generated for a one-voter cluster by
+    its voter. A learner (`node_id` not among the voters) never generates one: it must hold
+    the voters' secret, or it would wait forever on frames it cannot decrypt."""
     if secret:
         return secret
     if secret_file:
@@ -131,6 +138,11 @@ def load_secret(
         raise QuorumConfigError(
             "a quorum with several voters needs controller.quorum.secret or "
             "controller.quorum.secret.file (the quorum port unpickles what it receives)"
+        )
+    if node_id is not None and voters[0].node_id != node_id:
+        raise QuorumConfigError(
+            f"node {node_id} is a learner of the quorum of voter {voters[0].node_id}: it needs "
+            "that voter's secret in controller.quorum.secret or controller.quorum.secret.file"
         )
     data_dir.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
@@ -166,6 +178,7 @@ def config_from_properties(
         voters,
         props.get("controller.quorum.secret"),
         props.get("controller.quorum.secret.file"),
+        node_id=node_id,
     )
     session_timeout_ms = _int_setting(
         props, "broker.session.timeout.ms", BROKER_SESSION_TIMEOUT_MS_DEFAULT

@@ -19,12 +19,14 @@ the ControlledShutdown request to the controller, which moves this node's leader
 bounded, retried), then stop accepting, cancel request tasks, close the logs (flush +
 checkpoints), close the metadata store (the ephemeral registration goes away).
 
-Cluster (issue 5): every node runs a `ControllerService` (it becomes the controller when it
-wins `/controller`), a `ReplicaManager` whose roles come from the controller's LeaderAndIsr,
-and `ReplicaFetchers` for the partitions it follows. Topic creation, partition creation and
-deletion are written to the tree and carried out by the controller; the admin calls here wait
-(bounded by `ADMIN_WAIT_S`) until the local metadata cache shows the result, so a client
-that creates a topic can produce at once. One node is simply a cluster of one: controller,
+Cluster (issue 5): every voter (`process.roles=broker,controller`) runs a `ControllerService`
+(it becomes the controller when it wins `/controller`); a broker-only node
+(`process.roles=broker`) is a learner of the quorum and runs none. Every node runs a
+`ReplicaManager` whose roles come from the controller's LeaderAndIsr, and `ReplicaFetchers`
+for the partitions it follows. Topic creation, partition creation and deletion are written
+to the tree and carried out by the controller; the admin calls here wait (bounded by
+`ADMIN_WAIT_S`) until the local metadata cache shows the result, so a client that creates a
+topic can produce at once. One node is simply a cluster of one: controller,
 leader of everything, ISR of one.
 
 Not implemented here: multiple log dirs beyond passing them to the LogManager, SSL/SASL
@@ -145,7 +147,8 @@ class Broker:
         self.quorum_event_listeners: list[Callable[[Any], None]] = []
         """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
         self.controller_service: Any = None
-        """`trafka.node.controller_service.ControllerService` once serving."""
+        """`trafka.node.controller_service.ControllerService` once serving; None on a broker-only
+        node (process.roles=broker), which never runs the controller."""
         self.fetchers: Any = None
         self.group_service: Any = None
         """`trafka.node.group_service.GroupService`, created and started with the node."""
@@ -1005,7 +1008,9 @@ class Broker:
             # Registered before the listener opens: a client's first Metadata must list us.
             await self._register(store)
             await self._start_server(nursery)
-            if quorum is not None:
+            # Only a voter competes for /controller; a broker-only node (a quorum learner)
+            # never runs the controller (KRaft's process.roles=broker).
+            if quorum is not None and self.config.is_controller:
                 service = ControllerService(
                     node_id=self.node_id,
                     quorum=quorum,
@@ -1037,10 +1042,12 @@ class Broker:
                 nursery.start_soon(config_listener.run)
                 nursery.start_soon(self._remove_stray_logs, quorum)
             log.info(
-                "node %d serving on %s (cluster %s)",
+                "node %d serving on %s (cluster %s, process.roles=%s%s)",
                 self.node_id,
                 ",".join(listener.uri() for listener in self.config.listeners),
                 self.cluster_id,
+                ",".join(self.config.process_roles),
+                "" if self.config.is_controller else ": a quorum learner, never the controller",
             )
             task_status.started()
 

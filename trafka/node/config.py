@@ -193,7 +193,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "process.roles",
         _T.LIST,
         ["broker", "controller"],
-        "The roles this node plays: broker, controller or both (combined mode).",
+        "The roles this node plays: broker,controller (combined: a quorum voter that can "
+        "become the controller) or broker (a quorum learner that never votes nor controls).",
         choices=("broker", "controller"),
         reason="Kafka has no default; a one-node trafka is combined by default.",
     ),
@@ -687,13 +688,49 @@ class BrokerConfig:
             names.add(listener.name)
         if not self.listeners:
             raise ConfigError("invalid configuration listeners: at least one listener needed")
-        voters = self.quorum_voters
-        if self.node_id not in {v.node_id for v in voters}:
-            raise ConfigError(
-                f"invalid configuration controller.quorum.voters: node {self.node_id} "
-                "is not a voter (only voter nodes are implemented)"
-            )
+        self._check_roles()
         _ = self.advertised_listeners
+
+    def _check_roles(self) -> None:
+        """Kafka's KafkaConfig rules for `process.roles` against `controller.quorum.voters`
+        (its messages): a node with the controller role is a voter, a broker-only node is
+        not (it runs as a quorum learner). A controller-only node is not implemented."""
+        roles = self.process_roles
+        rendered = ",".join(roles)
+        if not roles:
+            raise ConfigError(
+                "invalid configuration process.roles: at least one role (broker, controller) "
+                "is needed (ZooKeeper mode does not exist here)"
+            )
+        if len(set(roles)) != len(roles):
+            raise ConfigError(
+                f"invalid configuration process.roles={rendered}: "
+                "Duplicate role names found in `process.roles`"
+            )
+        if "broker" not in roles:
+            raise ConfigError(
+                f"invalid configuration process.roles={rendered}: a controller-only node is "
+                "not implemented (use broker,controller or broker)"
+            )
+        if not self.is_controller and not self.get("controller.quorum.voters"):
+            # The embedded default is a one-voter quorum of this very node.
+            raise ConfigError(
+                f"invalid configuration process.roles={rendered}: a broker-only node needs "
+                "controller.quorum.voters (the voters whose quorum it joins as a learner)"
+            )
+        voter_ids = ",".join(str(v.node_id) for v in self.quorum_voters)
+        if self.is_controller and not self.is_quorum_voter:
+            raise ConfigError(
+                f"invalid configuration process.roles={rendered}: If process.roles contains "
+                f"the 'controller' role, the node id {self.node_id} must be included in the "
+                f"set of voters controller.quorum.voters={voter_ids}"
+            )
+        if not self.is_controller and self.is_quorum_voter:
+            raise ConfigError(
+                f"invalid configuration process.roles={rendered}: If process.roles contains "
+                f"just the 'broker' role, the node id {self.node_id} must not be included in "
+                f"the set of voters controller.quorum.voters={voter_ids}"
+            )
 
     # ---- lookups ----------------------------------------------------------------------------
     def get(self, key: str) -> Any:
@@ -729,6 +766,20 @@ class BrokerConfig:
     def node_id(self) -> int:
         value = self.get("node.id")
         return -1 if value is None else int(value)
+
+    @property
+    def process_roles(self) -> list[str]:
+        return [str(role) for role in self.get("process.roles")]
+
+    @property
+    def is_controller(self) -> bool:
+        """`controller` is one of this node's roles: it votes in the metadata quorum and
+        competes for `/controller`. A broker-only node does neither."""
+        return "controller" in self.process_roles
+
+    @property
+    def is_quorum_voter(self) -> bool:
+        return self.node_id in {v.node_id for v in self.quorum_voters}
 
     @property
     def listeners(self) -> list[Listener]:

@@ -5,6 +5,7 @@
     knode start --id 1 --set listeners=PLAINTEXT://127.0.0.1:19092 --set log.dirs=/tmp/d1
 
     knode cluster up --nodes 3 --dir ./cluster           # a local multi-node cluster
+    knode cluster up --nodes 6 --voters 3                # 3 voters + 3 broker-only nodes
 
 Embedded defaults: listener PLAINTEXT://localhost:9092, data in ./data/node-<id>, a
 one-voter quorum (<id>@localhost:9093). `--set key=value` (repeatable) overrides the file.
@@ -13,12 +14,16 @@ this node's leaders away, at most 10 s), then logs flushed and checkpoints writt
 value, or a busy port, prints one line on stderr and exits with status 2 (no traceback).
 
 `knode cluster up` writes `<dir>/node-<id>.properties` for each node (listener on
-127.0.0.1:<port + id - 1>, quorum on 127.0.0.1:<quorum-port + id - 1>, all nodes voters, a
-shared quorum secret kept in `<dir>/quorum.secret`), starts one `knode start` process per
-node (stderr in `<dir>/node-<id>.log`, pid in `<dir>/node-<id>.pid`), prints the bootstrap
-servers once every node accepts connections, and stays in the foreground: Ctrl-C / SIGTERM
-stops every node with SIGTERM. A node killed meanwhile can be started again by hand with
-`knode start --id <id> --config <dir>/node-<id>.properties` (docs/cluster.md).
+127.0.0.1:<port + id - 1>, a shared quorum secret kept in `<dir>/quorum.secret`). Nodes
+1..V (`--voters V`, default min(N, 3)) are `process.roles=broker,controller`: quorum voters
+on 127.0.0.1:<quorum-port + id - 1>, any of which can become the controller; the others are
+`process.roles=broker`: quorum learners (a full local replica of the metadata tree, no vote,
+never the controller, no quorum port of their own). It starts one `knode start` process per
+node (stderr in `<dir>/node-<id>.log`, pid in `<dir>/node-<id>.pid`), prints which nodes are
+voters and the bootstrap servers once every node accepts connections, and stays in the
+foreground: Ctrl-C / SIGTERM stops every node with SIGTERM. A node killed meanwhile can be
+started again by hand with `knode start --id <id> --config <dir>/node-<id>.properties`
+(docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -139,14 +144,38 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _cluster_properties(
-    node_id: int, nodes: int, directory: Path, port: int, quorum_port: int, secret: str
+def default_voter_count(nodes: int) -> int:
+    """Three voters tolerate one lost voter; more only slow every metadata commit."""
+    return min(nodes, 3)
+
+
+def _roles_summary(nodes: int, voter_count: int) -> str:
+    """`voters 1,2,3; broker-only 4,5` (or just `voters 1,2,3`)."""
+    text = "voters " + ",".join(str(n) for n in range(1, voter_count + 1))
+    if nodes > voter_count:
+        text += "; broker-only " + ",".join(str(n) for n in range(voter_count + 1, nodes + 1))
+    return text
+
+
+def cluster_properties(
+    node_id: int,
+    nodes: int,
+    directory: Path,
+    port: int,
+    quorum_port: int,
+    secret: str,
+    voter_count: int | None = None,
 ) -> str:
-    voters = ",".join(f"{n}@127.0.0.1:{quorum_port + n - 1}" for n in range(1, nodes + 1))
+    """The `server.properties` text of node `node_id` of a local cluster: nodes
+    1..voter_count are voters (broker,controller), the rest broker-only learners."""
+    voter_count = default_voter_count(nodes) if voter_count is None else voter_count
+    voters = ",".join(f"{n}@127.0.0.1:{quorum_port + n - 1}" for n in range(1, voter_count + 1))
+    roles = "broker,controller" if node_id <= voter_count else "broker"
     return "\n".join(
         [
             f"# written by 'knode cluster up' for node {node_id}",
             f"node.id={node_id}",
+            f"process.roles={roles}",
             f"listeners=PLAINTEXT://127.0.0.1:{port + node_id - 1}",
             f"log.dirs={(directory / f'node-{node_id}').resolve()}",
             f"controller.quorum.voters={voters}",
@@ -168,18 +197,32 @@ def cluster_up(
     quorum_port: Annotated[
         int, typer.Option(help="quorum port of node 1 (node n: quorum-port+n-1)")
     ] = 19092,
+    voters: Annotated[
+        int | None,
+        typer.Option(
+            "--voters",
+            min=1,
+            help="quorum voters (nodes 1..V, broker+controller); the rest are broker-only "
+            "[default: min(nodes, 3)]",
+            show_default=False,
+        ),
+    ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="key=value for every node (repeatable)"),
     ] = None,
 ) -> None:
-    """Start NODES local nodes (all voters), print the bootstrap servers, stop on Ctrl-C."""
+    """Start NODES local nodes (VOTERS of them quorum voters, the rest broker-only), print the
+    bootstrap servers, stop on Ctrl-C."""
+    voter_count = default_voter_count(nodes) if voters is None else voters
+    if voter_count > nodes:
+        raise _fail(f"--voters {voter_count} is more than --nodes {nodes}")
     directory.mkdir(parents=True, exist_ok=True)
     secret_file = directory / "quorum.secret"
     if not secret_file.exists():
         secret_file.write_text(secrets.token_hex(16) + "\n", encoding="ascii")
     secret = secret_file.read_text(encoding="ascii").strip()
-    ports = [port + n for n in range(nodes)] + [quorum_port + n for n in range(nodes)]
+    ports = [port + n for n in range(nodes)] + [quorum_port + n for n in range(voter_count)]
     busy = [p for p in ports if _accepts(p)]
     if busy:
         raise _fail(f"port {busy[0]} is in use (choose --port / --quorum-port)")
@@ -197,7 +240,9 @@ def cluster_up(
         for node_id in range(1, nodes + 1):
             config_file = directory / f"node-{node_id}.properties"
             config_file.write_text(
-                _cluster_properties(node_id, nodes, directory, port, quorum_port, secret),
+                cluster_properties(
+                    node_id, nodes, directory, port, quorum_port, secret, voter_count
+                ),
                 encoding="utf-8",
             )
             command = [sys.executable, "-m", "trafka.tools.knode", "start", "--id", str(node_id)]
@@ -225,7 +270,11 @@ def cluster_up(
             time.sleep(0.1)
         if not stop_now:
             bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(nodes))
-            print(f"knode cluster: {nodes} nodes up, data and logs in {directory}", flush=True)
+            print(
+                f"knode cluster: {nodes} nodes up ({_roles_summary(nodes, voter_count)}), "
+                f"data and logs in {directory}",
+                flush=True,
+            )
             print(f"bootstrap.servers={bootstrap}", flush=True)
         reported: set[int] = set()
         while not stop_now:
