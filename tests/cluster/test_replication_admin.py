@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
@@ -241,7 +248,7 @@ def test_reassign_preferred_elect_and_delete(tmp_path: Path) -> None:
         assert "moving" not in admin.list_topics(timeout=5).topics
 
 
-def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
+def test_deletion_waits_for_a_down_broker_and_unclean_election_by_topic_config_or_request(
     tmp_path: Path,
 ) -> None:
     settings = [
@@ -318,49 +325,94 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_only_on_request(
         )
         _check_stray_log_deleted(cluster, admin)
 
-        # Unclean election: partition on {1,2}; 2 falls out of the ISR (SIGSTOP past the lag
-        # time, shorter than its session), then leader 1 dies: no clean leader is left.
-        created = _ktool(cluster, "topics", "create", "dirty", "--replica-assignment", "1:2")
+        _check_unclean_elections(cluster)
+
+
+def _check_unclean_elections(cluster: KnodeCluster) -> None:
+    """Partitions dirty-0 and lax-0 on {1,2}; 2 falls out of both ISRs (SIGSTOP past the lag
+    time, shorter than its session), then leader 1 dies: no clean leader is left. The
+    brokers' `unclean.leader.election.enable=false` keeps both leaderless; enabling it on
+    topic lax alone (IncrementalAlterConfigs, a dynamic topic config) elects 2 for lax-0
+    without a restart, as Kafka's TopicUncleanLeaderElectionEnable does; dirty-0 waits for
+    an ElectLeaders UNCLEAN."""
+    for topic in ("dirty", "lax"):
+        created = _ktool(cluster, "topics", "create", topic, "--replica-assignment", "1:2")
         assert created.returncode == 0, created.stderr
-        admin = AdminClient({"bootstrap.servers": cluster.address(3)})
+    admin = AdminClient({"bootstrap.servers": cluster.address(3)})
+    wait_until(
+        lambda: all(_partitions(admin, t)[0][2] == [1, 2] for t in ("dirty", "lax")),
+        timeout_s=20,
+        what="ISR {1,2}",
+    )
+    process = cluster.nodes[2].process
+    assert process is not None
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        # Asked of the leader itself, over one connection (a librdkafka client could
+        # pick the stopped broker).
         wait_until(
-            lambda: _partitions(admin, "dirty")[0][2] == [1, 2], timeout_s=20, what="ISR {1,2}"
+            lambda: all(
+                "\tIsr: 1\t" in _ktool(cluster, "topics", "describe", t).stdout
+                for t in ("dirty", "lax")
+            ),
+            timeout_s=10,
+            what="2 out of both ISRs",
         )
-        process = cluster.nodes[2].process
-        assert process is not None
-        os.kill(process.pid, signal.SIGSTOP)
-        try:
-            # Asked of the leader itself, over one connection (a librdkafka client could
-            # pick the stopped broker).
-            wait_until(
-                lambda: "\tIsr: 1\t" in _ktool(cluster, "topics", "describe", "dirty").stdout,
-                timeout_s=5,
-                what="2 out of the ISR",
+        cluster.kill(1)
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+    wait_until(
+        lambda: 1 not in admin.list_topics(timeout=5).brokers,
+        timeout_s=20,
+        what="broker 1 gone",
+    )
+    # The controller may have died with the ISR change unannounced: its successor's
+    # UpdateMetadata brings the tree's state, leaderless (unclean.leader.election.enable=false).
+    wait_until(
+        lambda: all(_partitions(admin, t)[0] == (-1, [1, 2], [1]) for t in ("dirty", "lax")),
+        timeout_s=30,
+        what="dirty-0 and lax-0 leaderless with ISR {1}",
+    )
+
+    lax = ConfigResource(
+        ResourceType.TOPIC,
+        "lax",
+        incremental_configs=[
+            ConfigEntry(
+                "unclean.leader.election.enable",
+                "true",
+                incremental_operation=AlterConfigOpType.SET,
             )
-            cluster.kill(1)
-        finally:
-            os.kill(process.pid, signal.SIGCONT)
-        wait_until(
-            lambda: 1 not in admin.list_topics(timeout=5).brokers,
-            timeout_s=20,
-            what="broker 1 gone",
-        )
-        leader, _, isr = _partitions(admin, "dirty")[0]
-        assert leader == -1 and isr == [1]  # unclean.leader.election.enable=false
-        elected = _ktool(
-            cluster,
-            "preferred-elect",
-            "--election-type",
-            "unclean",
-            "--topic",
-            "dirty",
-            "--partition",
-            "0",
-        )
-        assert elected.returncode == 0, elected.stderr + elected.stdout
-        assert "Successfully completed leader election (UNCLEAN) for partitions dirty-0" in (
-            elected.stdout
-        )
-        wait_until(lambda: _partitions(admin, "dirty")[0][0] == 2, timeout_s=10, what="2 leads")
-        logs = "".join(n.stderr_path.read_text() for n in cluster.nodes.values())
-        assert "UNCLEAN leader election: dirty-0 leader 2" in logs
+        ],
+    )
+    admin.incremental_alter_configs([lax])[lax].result(10)
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "lax")])
+    entry = next(iter(described.values())).result(10)["unclean.leader.election.enable"]
+    assert (entry.value, entry.source) == ("true", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    wait_until(
+        lambda: _partitions(admin, "lax")[0] == (2, [1, 2], [2]),
+        timeout_s=20,
+        what="2 leads lax-0 (unclean, by the topic's config)",
+    )
+    assert _partitions(admin, "dirty")[0][0] == -1  # the broker default did not change
+    described = _ktool(cluster, "topics", "describe", "lax").stdout
+    assert "\tLeader: 2\t" in described and "\tIsr: 2\t" in described, described
+    logs = "".join(n.stderr_path.read_text() for n in cluster.nodes.values())
+    assert "UNCLEAN leader election: lax-0 leader 2" in logs
+    elected = _ktool(
+        cluster,
+        "preferred-elect",
+        "--election-type",
+        "unclean",
+        "--topic",
+        "dirty",
+        "--partition",
+        "0",
+    )
+    assert elected.returncode == 0, elected.stderr + elected.stdout
+    assert "Successfully completed leader election (UNCLEAN) for partitions dirty-0" in (
+        elected.stdout
+    )
+    wait_until(lambda: _partitions(admin, "dirty")[0][0] == 2, timeout_s=10, what="2 leads")
+    logs = "".join(n.stderr_path.read_text() for n in cluster.nodes.values())
+    assert "UNCLEAN leader election: dirty-0 leader 2" in logs

@@ -9,7 +9,7 @@ import pytest
 
 from trafka.log.checkpoint import read_meta_properties, read_offset_checkpoint
 from trafka.log.config import LogConfig
-from trafka.log.errors import LogDirFailedError
+from trafka.log.errors import CorruptRecordError, LogDirFailedError
 from trafka.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from trafka.log.records import NewRecord, build_batch
 
@@ -172,3 +172,95 @@ def test_the_quorum_dir_is_skipped_silently_and_strangers_are_reported(
         loaded.close()
     warned = [r.getMessage() for r in caplog.records if "not a partition directory" in r.message]
     assert len(warned) == 1 and "stray" in warned[0]
+
+
+# ---- maintenance while logs are deleted under it (StopReplica(delete), stray-log removal) ----
+
+
+def _three_logs(tmp_path: Path) -> tuple[LogManager, list[Path]]:
+    """a-0 and c-0 in dir x, b-0 in dir y (maintenance visits them in that order)."""
+    dirs = [tmp_path / "x", tmp_path / "y"]
+    logs = manager(dirs)
+    for topic in ("a", "b", "c"):
+        append(logs, topic, 0, count=2)
+        log = logs.get(topic, 0)
+        assert log is not None
+        log.update_high_watermark(2)
+    assert [logs.dir_of(t, 0) for t in ("a", "b", "c")] == [dirs[0], dirs[1], dirs[0]]
+    return logs, dirs
+
+
+def _high_watermarks(dirs: list[Path]) -> dict[tuple[str, int], int]:
+    found: dict[tuple[str, int], int] = {}
+    for log_dir in dirs:
+        found.update(read_offset_checkpoint(log_dir / "replication-offset-checkpoint"))
+    return found
+
+
+def test_a_log_deleted_between_listing_and_processing_is_skipped(tmp_path: Path) -> None:
+    logs, dirs = _three_logs(tmp_path)
+    first = logs.get("a", 0)
+    assert first is not None
+    real_retention = first.apply_retention
+
+    def deleting_the_others(now_ms: int) -> int:  # another thread's StopReplica(delete)
+        logs.delete("b", 0)
+        logs.delete("c", 0)
+        return real_retention(now_ms)
+
+    first.apply_retention = deleting_the_others  # type: ignore[method-assign]
+    logs.maintenance(NOW + 1)  # b-0 and c-0 are closed when their turn comes: no error
+    assert logs.offline_dirs == {}
+    assert _high_watermarks(dirs) == {("a", 0): 2}  # the pass wrote its checkpoints
+    logs.close()
+
+
+def test_a_log_failing_because_it_was_deleted_does_not_take_its_dir_offline(
+    tmp_path: Path,
+) -> None:
+    logs, dirs = _three_logs(tmp_path)
+    doomed = logs.get("a", 0)
+    assert doomed is not None
+
+    def deleted_midway(now_ms: int) -> int:  # its files vanish while it is worked on
+        logs.delete("a", 0)
+        raise FileNotFoundError(doomed.directory / "00000000000000000000.log")
+
+    doomed.remove_expired_producers = deleted_midway  # type: ignore[method-assign]
+    logs.maintenance(NOW + 1)
+    assert logs.offline_dirs == {}
+    assert _high_watermarks(dirs) == {("b", 0): 2, ("c", 0): 2}
+    logs.close()
+
+
+def test_an_io_error_on_a_live_log_still_takes_its_dir_offline(tmp_path: Path) -> None:
+    logs, dirs = _three_logs(tmp_path)
+    live = logs.get("a", 0)
+    assert live is not None
+
+    def disk_error(now_ms: int) -> bool:
+        raise LogDirFailedError(f"{live.directory}: [Errno 5] Input/output error")
+
+    live.flush_if_due = disk_error  # type: ignore[method-assign]
+    logs.maintenance(NOW + 1)  # c-0, closed with its dir, is skipped without an error
+    assert list(logs.offline_dirs) == [dirs[0]]
+    assert "Input/output error" in logs.offline_dirs[dirs[0]]
+    assert logs.get("a", 0) is None and logs.get("c", 0) is None
+    assert read_offset_checkpoint(dirs[1] / "replication-offset-checkpoint") == {("b", 0): 2}
+    logs.close()
+
+
+def test_another_error_on_a_live_log_is_raised_after_the_checkpoints(tmp_path: Path) -> None:
+    logs, dirs = _three_logs(tmp_path)
+    live = logs.get("a", 0)
+    assert live is not None
+
+    def corrupt(now_ms: int) -> int:
+        raise CorruptRecordError("bad batch")
+
+    live.apply_retention = corrupt  # type: ignore[method-assign]
+    with pytest.raises(CorruptRecordError, match="bad batch"):
+        logs.maintenance(NOW + 1)
+    assert logs.offline_dirs == {}
+    assert _high_watermarks(dirs) == {("a", 0): 2, ("b", 0): 2, ("c", 0): 2}
+    logs.close()

@@ -34,16 +34,24 @@ from trafka.node.controller.effects import (
 )
 from trafka.node.controller.events import (
     BrokerChange,
+    ControllerFailover,
     IsrChangeNotification,
     PartitionModifications,
     PartitionReassignment,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
+    UncleanLeaderElectionDefault,
 )
-from trafka.node.controller.machine import ControllerConfig
+from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.controller.watch_routes import EVERYTHING, NOTHING, Dirty, PendingChanges
-from trafka.node.controller_service import ControllerService, TreeWatcher, encode_request
+from trafka.node.controller_service import (
+    ControllerService,
+    TreeWatcher,
+    encode_request,
+    read_snapshot,
+)
 from trafka.node.replication.ids import (
     BrokerId,
     ControllerEpoch,
@@ -237,7 +245,14 @@ def test_created_and_deleted_topics() -> None:
     events = watcher.changes(_routed(replica, fired))
     assert len(events) == 1 and isinstance(events[0], TopicChange)
     assert "new" in events[0].topics and len(events[0].topics) == 51
-    assert replica.reads == Counter({znodes.BROKER_TOPICS: 1, znodes.topic_path("new"): 1})
+    # the topic list, the new topic and its configs (written before it, never notified)
+    assert replica.reads == Counter(
+        {
+            znodes.BROKER_TOPICS: 1,
+            znodes.topic_path("new"): 1,
+            znodes.topic_config_path("new"): 1,
+        }
+    )
 
     fired = replica.apply(Delete(znodes.topic_path("t3")))
     assert {e.path for e in fired} == {znodes.topic_path("t3"), znodes.BROKER_TOPICS}
@@ -318,3 +333,68 @@ async def test_service_rereads_only_what_its_watch_events_name(nursery: trio.Nur
     state_path = znodes.partition_state_path("t5", 0)
     service.wake(WatchEvent(EventType.NODE_DATA_CHANGED, state_path, replica.tree.last_zxid))
     assert service._changes() == [] and not replica.reads
+
+
+# ---- topic configs: read with a new topic, re-read when the node's listener names them ---------
+
+UNCLEAN_ON = {"unclean.leader.election.enable": "true"}
+
+
+def _config(configs: dict[str, str]) -> bytes:
+    return znodes.EntityConfig(configs).to_json()
+
+
+def test_a_new_topic_brings_its_configs() -> None:
+    replica = _replica(topic_count=2)
+    replica.apply(Create("/config"), Create(znodes.CONFIG_TOPICS))
+    watcher = TreeWatcher(replica)
+    watcher.changes(EVERYTHING)
+    fired = replica.apply(
+        Create(znodes.topic_config_path("lax"), _config(UNCLEAN_ON)),
+        Create(znodes.topic_path("lax"), _assignment(1, 2)),
+    )
+    events = watcher.changes(_routed(replica, fired))
+    assert [type(e) for e in events] == [TopicChange, TopicConfigChange]
+    assert events[1] == TopicConfigChange("lax", UNCLEAN_ON)
+
+
+def test_named_topic_configs_are_reread_and_fed_when_changed() -> None:
+    replica = _replica(topic_count=3)
+    replica.apply(Create("/config"), Create(znodes.CONFIG_TOPICS))
+    watcher = TreeWatcher(replica)
+    watcher.changes(EVERYTHING)
+    replica.reads.clear()
+    replica.apply(Create(znodes.topic_config_path("t1"), _config(UNCLEAN_ON)))
+    assert watcher.config_changes(["t1", "unknown"]) == [TopicConfigChange("t1", UNCLEAN_ON)]
+    assert replica.reads == Counter({znodes.topic_config_path("t1"): 1})  # known topics only
+    assert watcher.config_changes(["t1"]) == []  # unchanged: nothing fed twice
+    replica.apply(SetData(znodes.topic_config_path("t1"), _config({})))
+    replica.apply(Create(znodes.topic_config_path("t2"), _config(UNCLEAN_ON)))
+    assert watcher.config_changes(None) == [
+        TopicConfigChange("t1", {}),
+        TopicConfigChange("t2", UNCLEAN_ON),
+    ]
+
+
+async def test_service_feeds_config_changes_the_node_reports(nursery: trio.Nursery) -> None:
+    replica = _replica(topic_count=3)
+    replica.apply(Create("/config"), Create(znodes.CONFIG_TOPICS))
+    service = ControllerService(node_id=1, quorum=replica, config=ControllerConfig())
+    service._nursery = nursery
+    service.wake()
+    service._changes()
+    replica.apply(Create(znodes.topic_config_path("t0"), _config(UNCLEAN_ON)))
+    service.topic_configs_changed(["t0"])
+    assert service._changes() == [TopicConfigChange("t0", UNCLEAN_ON)]
+    assert service._changes() == []  # taken once
+    # The broker default: kept for the next term while this node is not the controller...
+    service.unclean_default_changed(True)
+    assert service.config.unclean_leader_election_enable
+    assert service._receive_events.statistics().current_buffer_used == 0
+    # ... and fed to the controller while it is one (an unchanged value is not).
+    service.controller = Controller(BrokerId(1), service.config)
+    service.controller.handle(ControllerFailover(read_snapshot(replica), 0))
+    service.unclean_default_changed(True)
+    service.unclean_default_changed(False)
+    assert service._receive_events.receive_nowait() == UncleanLeaderElectionDefault(False)
+    assert service._receive_events.statistics().current_buffer_used == 0

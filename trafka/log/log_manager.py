@@ -395,9 +395,18 @@ class LogManager:
     # ------------------------------------------------------------------ periodic work
 
     def maintenance(self, now_ms: int) -> MaintenanceReport:
-        """Retention, flush.ms, producer-id expiry, compaction and checkpoints, once."""
+        """Retention, flush.ms, producer-id expiry, compaction and checkpoints, once.
+
+        The logs are listed once and worked on without the manager's lock, so a log may be
+        deleted (StopReplica(delete), the start-up stray-log removal) or its dir taken
+        offline in the middle of the pass: whatever such a log raises is dropped, since
+        it is no longer this manager's (Kafka's cleaner likewise aborts a deleted
+        partition). On a log that is still live, an I/O error takes its dir offline
+        (logged, KAFKA_STORAGE_ERROR) and any other error is raised, but only after the
+        other logs were worked on and the checkpoints written."""
         self._now_ms = now_ms
         deleted = flushed = cleaned = expired = 0
+        failures: list[Exception] = []
         for key, log in list(self._logs.items()):
             try:
                 deleted += log.apply_retention(now_ms)
@@ -405,12 +414,27 @@ class LogManager:
                 expired += log.remove_expired_producers(now_ms)
                 if log.config.compact and self._compact(key, log, now_ms):
                     cleaned += 1
-            except (LogDirFailedError, OSError) as error:
-                log_dir = self._dir_of.get(key)
-                if log_dir is not None:
-                    self.mark_dir_offline(log_dir, str(error))
+            except Exception as error:
+                if self._gone(key, log):
+                    logger.debug("%s: deleted during maintenance (%s); skipped", key, error)
+                elif isinstance(error, (LogDirFailedError, OSError)):
+                    log_dir = self._dir_of.get(key)
+                    if log_dir is not None:
+                        self.mark_dir_offline(log_dir, str(error))
+                else:
+                    failures.append(error)
         self.write_checkpoints()
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise ExceptionGroup(f"log maintenance failed for {len(failures)} logs", failures)
         return MaintenanceReport(deleted, flushed, cleaned, expired)
+
+    def _gone(self, key: TopicPartition, log: PartitionLog) -> bool:
+        """`log` was closed or is no longer the manager's log of `key` (deleted, its dir
+        taken offline, or deleted and created again)."""
+        with self._lock:
+            return log.closed or self._logs.get(key) is not log
 
     def _compact(self, key: TopicPartition, log: PartitionLog, now_ms: int) -> bool:
         horizon = self._tombstone_horizons.get(key)
@@ -420,11 +444,14 @@ class LogManager:
         )
         if result is None:
             return False
-        self._cleaner_offsets[key] = result.first_dirty_offset
-        if result.next_tombstone_horizon_ms is not None:
-            self._tombstone_horizons[key] = result.next_tombstone_horizon_ms
-        else:
-            self._tombstone_horizons.pop(key, None)
+        with self._lock:
+            if self._gone(key, log):  # no stale offsets for a partition created again
+                return False
+            self._cleaner_offsets[key] = result.first_dirty_offset
+            if result.next_tombstone_horizon_ms is not None:
+                self._tombstone_horizons[key] = result.next_tombstone_horizon_ms
+            else:
+                self._tombstone_horizons.pop(key, None)
         return True
 
     def close(self) -> None:

@@ -590,11 +590,17 @@ class Broker:
 
     def _use_config(self, config: BrokerConfig) -> None:
         """A new effective broker config (dynamic values changed): topic LogConfigs that
-        inherit a broker default follow, in the caches and in the open logs."""
+        inherit a broker default follow, in the caches and in the open logs, and so does the
+        controller's default of `unclean.leader.election.enable` (Kafka's
+        `enableDefaultUncleanLeaderElection`)."""
         self.config = config
         self._forget_log_configs()
         self._sync_log_configs(list(self.topics.topics) if self._topics is not None else [])
         self._refresh_throttles()
+        if self.controller_service is not None:
+            self.controller_service.unclean_default_changed(
+                config.get_bool("unclean.leader.election.enable")
+            )
 
     async def alter_configs(
         self,
@@ -663,20 +669,26 @@ class Broker:
     async def apply_config_change(self, entity: Any) -> None:
         """One notified entity (`config_changes.Entity`): re-read it from the local replica
         of the tree and apply it; a topic this node does not know, another broker's entity
-        or an unchanged config change nothing."""
+        or an unchanged config change nothing. A topic's change also reaches the controller
+        (Kafka's TopicConfigHandler -> `enableTopicUncleanLeaderElection`)."""
         from trafka.node.config_changes import DEFAULT_BROKER_ENTITY, EntityType
 
         if entity.entity_type is EntityType.TOPICS:
             await self._reload_topic_configs([entity.name])
+            if self.controller_service is not None:
+                self.controller_service.topic_configs_changed([entity.name])
         elif entity.name in (str(self.node_id), DEFAULT_BROKER_ENTITY):
             await self._reload_dynamic_configs()
         self._refresh_throttles()
 
     async def rescan_configs(self) -> None:
-        """Re-read every entity this node uses: its broker configs and every known topic's."""
+        """Re-read every entity this node uses: its broker configs and every known topic's
+        (and let the controller re-read every topic's)."""
         await self._reload_dynamic_configs()
         await self._reload_topic_configs(list(self.topics.topics))
         self._refresh_throttles()
+        if self.controller_service is not None:
+            self.controller_service.topic_configs_changed(None)
 
     async def _reload_topic_configs(self, names: Sequence[str]) -> None:
         store = self._require_store()

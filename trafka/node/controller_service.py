@@ -24,6 +24,13 @@ this module performs, following its contract (`trafka.node.controller.effects`):
   `POLL_INTERVAL_S`) while the node's wake-ups carry no event (`wake()` without one).
   Events from requests (ControlledShutdown, StopReplica answers, ElectLeaders) and timers
   arrive on a bounded channel and are handled between polls.
+* **Configs** (Kafka's TopicConfigHandler -> `enableTopicUncleanLeaderElection`, the dynamic
+  broker config -> `enableDefaultUncleanLeaderElection`): the controller does not watch
+  `/config`; the node's config change listener (`trafka.node.config_changes`) tells it which
+  topics a notification (or a full re-read) named (`topic_configs_changed`), and the shell
+  re-reads those `/config/topics/<t>` and feeds `TopicConfigChange` for each that changed; a
+  new topic's configs are read with the topic. The node's effective broker default arrives
+  through `unclean_default_changed` (`UncleanLeaderElectionDefault`).
 * **Writes**: `step.writes` -> `tree_ops.to_multis` -> the quorum's `multi`, in order; a failed
   multi feeds `WritesFailed(fresh snapshot)` before anything else.
 * **Requests** (CTL-11, D8): one `BrokerChannel` per live broker: a bounded queue and one task
@@ -42,8 +49,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
@@ -55,7 +62,7 @@ from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.messages import leader_and_isr as lai
 from trafka.net.messages import stop_replica as sr
 from trafka.net.messages import update_metadata as um
-from trafka.node.controller import tree_ops
+from trafka.node.controller import tree_ops, watch_routes
 from trafka.node.controller.effects import (
     ControllerStep,
     LeaderAndIsrRequest,
@@ -74,7 +81,9 @@ from trafka.node.controller.events import (
     PreferredReplicaElection,
     StopReplicaResponse,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
+    UncleanLeaderElectionDefault,
     WritesFailed,
 )
 from trafka.node.controller.machine import Controller, ControllerConfig
@@ -207,6 +216,18 @@ def read_preferred(quorum: Any, *, watch: bool = False) -> znodes.PreferredRepli
         return None
 
 
+def read_topic_config(quorum: Any, topic: str) -> dict[str, str]:
+    """`/config/topics/<topic>`'s overrides; empty when it has none (or is malformed)."""
+    found = _get(quorum, znodes.topic_config_path(topic))
+    if found is None or not found[0]:
+        return {}
+    try:
+        return dict(znodes.EntityConfig.from_json(found[0]).config)
+    except znodes.ZNodeFormatError:
+        log.warning("controller: ignoring the malformed config of topic %s", topic)
+        return {}
+
+
 def read_snapshot(quorum: Any) -> TreeSnapshot:
     """What the controller reads at failover (CTL-44 step 7), from the local replica."""
     found = _get(quorum, znodes.CONTROLLER_EPOCH)
@@ -215,7 +236,11 @@ def read_snapshot(quorum: Any) -> TreeSnapshot:
         epoch = Versioned(znodes.ControllerEpoch.from_json(found[0]), ZkVersion(found[1].version))
     topics = read_topics(quorum)
     states = {}
+    configs = {}
     for name, assignment in topics.items():
+        config = read_topic_config(quorum, name)
+        if config:
+            configs[name] = config
         for partition in assignment.data.partitions:
             tp = TopicPartition(name, partition)
             state = read_partition_state(quorum, tp)
@@ -230,6 +255,7 @@ def read_snapshot(quorum: Any) -> TreeSnapshot:
         preferred_election=read_preferred(quorum),
         topics_to_delete=tuple(_children(quorum, znodes.DELETE_TOPICS)),
         isr_change_notifications=tuple(_children(quorum, znodes.ISR_CHANGE_NOTIFICATION)),
+        topic_configs=configs,
     )
 
 
@@ -443,6 +469,8 @@ class _Seen:
     reassignment: Versioned[znodes.ReassignPartitions] | bool | None = False
     preferred: znodes.PreferredReplicaElection | bool | None = False
     isr_changes: tuple[str, ...] | None = None
+    topic_configs: dict[str, Mapping[str, str]] | None = None
+    """Overrides per topic that has any; None: not read in this term yet."""
 
 
 class TreeWatcher:
@@ -471,6 +499,7 @@ class TreeWatcher:
         self.seen.reassignment = snapshot.reassignment
         self.seen.preferred = snapshot.preferred_election
         self.seen.isr_changes = snapshot.isr_change_notifications
+        self.seen.topic_configs = dict(snapshot.topic_configs)
 
     def _get(self, path: str, *, watch: bool = False) -> tuple[bytes, Any] | None:
         self.reads += 1
@@ -551,6 +580,8 @@ class TreeWatcher:
                 if name in previous and previous[name] != assignment:
                     events.append(PartitionModifications(name, assignment))
             seen.topics = topics
+            # A new topic's configs were written before it (and without a notification).
+            events.extend(self._config_changes(sorted(set(topics) - set(previous)), set(topics)))
         if dirty.wants(WatchedPath.DELETIONS):
             deletions = tuple(self._children(znodes.DELETE_TOPICS, watch=True))
             if deletions != seen.deletions:
@@ -579,6 +610,32 @@ class TreeWatcher:
             isr_change = self._isr_changes()
             if isr_change is not None:
                 events.append(isr_change)
+        return events
+
+    def config_changes(self, topics: Iterable[str] | None) -> list[ControllerEvent]:
+        """Re-read `/config/topics/<t>` of `topics` (None: every known topic); one
+        `TopicConfigChange` per topic whose overrides differ from what was fed."""
+        known = set(self.seen.topics or {})
+        names = sorted(known if topics is None else set(topics) & known)
+        return self._config_changes(names, known)
+
+    def _config_changes(self, names: list[str], known: set[str]) -> list[ControllerEvent]:
+        if self.seen.topic_configs is None:
+            self.seen.topic_configs = {}
+        seen = self.seen.topic_configs
+        for gone in set(seen) - known:
+            del seen[gone]
+        events: list[ControllerEvent] = []
+        for name in names:
+            self.reads += 1
+            configs = read_topic_config(self.quorum, name)
+            if configs == seen.get(name, {}):
+                continue
+            if configs:
+                seen[name] = configs
+            else:
+                seen.pop(name, None)
+            events.append(TopicConfigChange(name, configs))
         return events
 
     def _isr_changes(self) -> IsrChangeNotification | None:
@@ -624,6 +681,8 @@ class ControllerService:
         self._timer_scopes: list[trio.CancelScope] = []
         self._failed_steps = 0
         self.pending_answers: dict[BrokerId, list[trio.MemorySendChannel[Any]]] = {}
+        self._config_topics: set[str] | None = set()
+        """Topics whose configs to re-read on the next tick; None: all of them."""
 
     # ---- inputs from the rest of the node -----------------------------------------------------
     @property
@@ -666,6 +725,27 @@ class ControllerService:
             except trio.EndOfChannel:
                 return None
         return None
+
+    def topic_configs_changed(self, topics: Iterable[str] | None) -> None:
+        """The node applied a config change of `topics` (None: a full re-read of every
+        entity): re-read their `/config/topics/<t>` soon (Kafka's TopicConfigHandler ->
+        `enableTopicUncleanLeaderElection`)."""
+        if topics is None:
+            self._config_topics = None
+        elif self._config_topics is not None:
+            self._config_topics.update(topics)
+            if len(self._config_topics) > watch_routes.MAX_DIRTY_TOPICS:
+                self._config_topics = None
+        self._wake.set()
+
+    def unclean_default_changed(self, enabled: bool) -> None:
+        """The node's effective `unclean.leader.election.enable` (its dynamic broker config
+        or the cluster default changed): the default of every topic without an override."""
+        if enabled == self.config.unclean_leader_election_enable:
+            return
+        self.config = replace(self.config, unclean_leader_election_enable=enabled)
+        if self.is_active:  # otherwise the next term's Controller starts with it
+            self.submit(UncleanLeaderElectionDefault(enabled))
 
     def wake(self, event: object | None = None) -> None:
         """A quorum event (`WatchEvent`/`SessionEvent`) for this node: re-read what it
@@ -736,12 +816,13 @@ class ControllerService:
         dirty = self._pending.take()
         if dirty.everything:
             self._last_full_reread_s = now_s
-        if dirty.empty:
-            return []
-        events = self.watcher.changes(dirty)
+        events = [] if dirty.empty else self.watcher.changes(dirty)
         if any(isinstance(event, BrokerChange) for event in events):
             assert self.watcher.seen.brokers is not None
             self._sync_channels(self.watcher.seen.brokers)
+        config_topics, self._config_topics = self._config_topics, set()
+        if config_topics is None or config_topics:
+            events.extend(self.watcher.config_changes(config_topics))
         return events
 
     async def _elect(self) -> None:
@@ -762,6 +843,7 @@ class ControllerService:
                 self._receive_events.receive_nowait()
             except trio.WouldBlock:
                 break
+        self._config_topics = set()  # the snapshot reads every topic's configs
         snapshot = read_snapshot(self.quorum)
         self.watcher.remember(snapshot)
         self._sync_channels(snapshot.brokers)

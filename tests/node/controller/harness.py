@@ -23,6 +23,7 @@ from trafka.node.controller.events import ControllerEvent, ControllerFailover, W
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import (
     BROKER_IDS_PATH,
+    CONFIG_TOPICS_PATH,
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
@@ -36,6 +37,7 @@ from trafka.node.controller.payloads import (
     partition_state_path,
     reassignment_plan,
     to_znode_partitions,
+    topic_config_path,
     topic_path,
 )
 from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
@@ -184,7 +186,16 @@ class FakeTree:
             preferred_election=preferred,
             topics_to_delete=tuple(self.children(DELETE_TOPICS_PATH)),
             isr_change_notifications=tuple(self.children(ISR_CHANGE_NOTIFICATION_PATH)),
+            topic_configs=self.topic_configs(),
         )
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """What the shell reads: every topic's `/config/topics/<t>` overrides."""
+        return {
+            t: dict(self.get(topic_config_path(t)).config)
+            for t in self.children(CONFIG_TOPICS_PATH)
+            if t in self.children(TOPICS_PATH)
+        }
 
 
 def new_tree(
@@ -218,6 +229,15 @@ def unregister(tree: FakeTree, broker: int) -> None:
 def create_topic(tree: FakeTree, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
     data = znodes.TopicAssignment({p: tuple(rs) for p, rs in assignment.items()})
     tree.create(topic_path(topic), data)
+
+
+def set_topic_config(tree: FakeTree, topic: str, configs: dict[str, str]) -> None:
+    """What a broker's (Incremental)AlterConfigs writes: `/config/topics/<topic>`."""
+    data = znodes.EntityConfig(dict(configs))
+    if tree.exists(topic_config_path(topic)):
+        tree.set(topic_config_path(topic), data, -1)
+    else:
+        tree.create(topic_config_path(topic), data)
 
 
 def request_deletion(tree: FakeTree, topic: str) -> None:
@@ -385,6 +405,8 @@ def _decode(path: str, data: bytes, czxid: int) -> Any:
         return znodes.PreferredReplicaElection.from_json(data)
     if path.startswith(ISR_CHANGE_NOTIFICATION_PATH + "/"):
         return znodes.IsrChangeNotification.from_json(data)
+    if path.startswith(CONFIG_TOPICS_PATH + "/"):
+        return znodes.EntityConfig.from_json(data)
     return None
 
 

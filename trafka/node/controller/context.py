@@ -13,7 +13,7 @@ event queue, no big lock). Everything here is derived from the tree at failover
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from trafka.metadata_quorum import znodes
@@ -22,6 +22,7 @@ from trafka.node.controller.payloads import (
     TreeSnapshot,
     partition_state,
     reassignment_targets,
+    unclean_override,
 )
 from trafka.node.controller.states import PartitionState, ReplicaState, transition_to
 from trafka.node.replication.ids import (
@@ -81,6 +82,8 @@ class ControllerContext:
     assignments: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
     topic_zk_versions: dict[str, ZkVersion] = field(default_factory=dict)
     topic_ids: dict[str, str | None] = field(default_factory=dict)
+    topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    """Overrides of the topics that have any (`/config/topics/<t>`)."""
     leadership: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(
         default_factory=dict
@@ -143,6 +146,12 @@ class ControllerContext:
     def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted
 
+    def unclean_leader_election_enable(self, topic: str, default: bool) -> bool:
+        """The topic's effective `unclean.leader.election.enable`: its override, else
+        `default` (the broker's, Kafka's LogConfig resolution)."""
+        override = unclean_override(self.topic_configs.get(topic, {}))
+        return default if override is None else override
+
     # -- mutations that go through the state machines -------------------------------------
 
     def set_partition_state(self, tp: TopicPartition, target: PartitionState) -> None:
@@ -164,6 +173,7 @@ class ControllerContext:
             del self.replica_states[key]
         self.topic_zk_versions.pop(topic, None)
         self.topic_ids.pop(topic, None)
+        self.topic_configs.pop(topic, None)
         self.topics_to_be_deleted.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)
 
@@ -201,6 +211,9 @@ class ControllerContext:
                 context.assignments[TopicPartition(topic, partition)] = tuple(
                     BrokerId(r) for r in replicas
                 )
+        for topic, configs in snapshot.topic_configs.items():
+            if topic in snapshot.topics and configs:
+                context.topic_configs[topic] = dict(configs)
         for tp, state in snapshot.partition_states.items():
             if tp in context.assignments:
                 context.leadership[tp] = LeaderIsr.from_znode(state.data, state.version)

@@ -17,6 +17,8 @@ exactly-once.
 | data of `/admin/preferred_replica_election`     | `PreferredReplicaElection(..)`      |
 | AlterPartitionReassignments (cancel)            | `CancelReassignment(partitions)`    |
 | ElectLeaders (UNCLEAN)                          | `UncleanLeaderElection(partitions)` |
+| a `topics/<t>` config change notification       | `TopicConfigChange(topic, configs)` |
+| the broker default of unclean.leader.election.. | `UncleanLeaderElectionDefault(..)`  |
 | children of `/isr_change_notification`          | `IsrChangeNotification(..)`         |
 | ControlledShutdown request (key 7, CTL-43)      | `ControlledShutdown(broker, epoch)` |
 | StopReplica responses (deletion, CTL-23)        | `StopReplicaResponse(broker, ..)`   |
@@ -103,6 +105,26 @@ class UncleanLeaderElection:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicConfigChange:
+    """`/config/topics/<topic>` as it is now (empty: no overrides), after a config change
+    notification named the topic or the topic appeared. Kafka's TopicConfigHandler tells the
+    controller `TopicUncleanLeaderElectionEnable(topic)`; here the event carries the configs
+    so the controller's cache of them stays current (it never reads the tree)."""
+
+    topic: str
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanLeaderElectionDefault:
+    """The controller node's effective broker `unclean.leader.election.enable` (static,
+    `/config/brokers/<default>`, `/config/brokers/<id>`) is now `enabled`: the default of
+    every topic without an override (Kafka's `UncleanLeaderElectionEnable` event)."""
+
+    enabled: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PreferredReplicaElection:
     """Partitions to move back to their preferred replica (CTL-36, CTL-37).
 
@@ -163,6 +185,8 @@ ControllerEvent = (
     | PreferredReplicaElection
     | CancelReassignment
     | UncleanLeaderElection
+    | TopicConfigChange
+    | UncleanLeaderElectionDefault
     | IsrChangeNotification
     | ControlledShutdown
     | StopReplicaResponse

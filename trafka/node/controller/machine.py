@@ -22,6 +22,12 @@ Flows, as the seeds give them:
   11 steps (CTL-31..35); AR in the tree is written last.
 - `PreferredReplicaElection`, `AutoPreferredReplicaLeaderElection` -> CTL-36..38, EXT-11;
   `UncleanLeaderElection` -> ElectLeaders UNCLEAN for leaderless partitions.
+- `TopicConfigChange` / `UncleanLeaderElectionDefault` -> Kafka's
+  onTopicUncleanLeaderElectionEnable / onUncleanLeaderElectionEnable: the cached config
+  changes and, when unclean election is now on, the topic's (every) New/Offline partitions
+  are tried again. The OfflinePartition selector obeys each topic's effective
+  `unclean.leader.election.enable` (its `/config/topics/<t>` override, else the broker
+  default), as Kafka's `collectUncleanLeaderElectionState` reads the topic's LogConfig.
 - `ControlledShutdown` -> CTL-43, EXT-12.
 - `WritesFailed` -> reload from the tree and redo (CTL-42 step 3.3), or resign.
 
@@ -42,7 +48,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -82,8 +88,10 @@ from trafka.node.controller.events import (
     PreferredReplicaElection,
     StopReplicaResponse,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
     UncleanLeaderElection,
+    UncleanLeaderElectionDefault,
     WritesFailed,
 )
 from trafka.node.controller.payloads import (
@@ -135,6 +143,8 @@ class ControllerConfig:
     """Kafka's controller settings, with Kafka's defaults (DESIGN "Configuration")."""
 
     unclean_leader_election_enable: bool = False
+    """The broker default; a topic's `/config/topics/<t>` override wins. Changed at run
+    time by `UncleanLeaderElectionDefault`."""
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_seconds: int = 300
@@ -183,6 +193,8 @@ class Controller:
             PreferredReplicaElection: self._on_preferred_election_event,
             CancelReassignment: self._on_cancel_reassignment,
             UncleanLeaderElection: self._on_unclean_election,
+            TopicConfigChange: self._on_topic_config_change,
+            UncleanLeaderElectionDefault: self._on_unclean_default,
             IsrChangeNotification: self._on_isr_change,
             ControlledShutdown: self._on_controlled_shutdown,
             StopReplicaResponse: self._on_stop_replica_response,
@@ -450,7 +462,9 @@ class Controller:
         leader = leadership.leader if leadership is not None else NO_LEADER
         live = context.live_broker_ids()
         if strategy in (Strategy.OFFLINE, Strategy.UNCLEAN):
-            unclean = strategy is Strategy.UNCLEAN or self.config.unclean_leader_election_enable
+            unclean = strategy is Strategy.UNCLEAN or context.unclean_leader_election_enable(
+                tp.topic, self.config.unclean_leader_election_enable
+            )
             return offline_partition_leader(
                 replicas, isr, live, unclean_leader_election_enable=unclean
             )
@@ -463,11 +477,14 @@ class Controller:
             replicas, isr, context.live_or_shutting_down(), context.shutting_down_brokers
         )
 
-    def _trigger_online_partition_state_change(self, context: ControllerContext) -> None:
-        """Elect leaders for every New or Offline partition not being deleted."""
+    def _trigger_online_partition_state_change(
+        self, context: ControllerContext, topic: str | None = None
+    ) -> None:
+        """Elect leaders for every New or Offline partition (of `topic`) not being deleted."""
+        tps = sorted(context.assignments) if topic is None else context.partitions_of(topic)
         candidates = [
             tp
-            for tp in sorted(context.assignments)
+            for tp in tps
             if context.partition_state(tp) in (P.NEW, P.OFFLINE)
             and not context.is_topic_queued_for_deletion(tp.topic)
         ]
@@ -928,6 +945,30 @@ class Controller:
             else:
                 self._step.failed.append((tp, ElectionFailureReason.ELECTION_NOT_NEEDED))
         self._partitions_to(context, leaderless, P.ONLINE, Strategy.UNCLEAN)
+
+    # -- unclean.leader.election.enable changes (Kafka's TopicUncleanLeaderElectionEnable) ----
+
+    def _on_topic_config_change(self, context: ControllerContext, event: TopicConfigChange) -> None:
+        """A topic's overrides changed: cache them; if its unclean election is now enabled,
+        try its leaderless partitions again (onTopicUncleanLeaderElectionEnable)."""
+        if event.topic not in context.topics:
+            return  # not created yet (its TopicChange brings it) or already deleted
+        if event.configs:
+            context.topic_configs[event.topic] = dict(event.configs)
+        else:
+            context.topic_configs.pop(event.topic, None)
+        default = self.config.unclean_leader_election_enable
+        if context.unclean_leader_election_enable(event.topic, default):
+            self._trigger_online_partition_state_change(context, event.topic)
+
+    def _on_unclean_default(
+        self, context: ControllerContext, event: UncleanLeaderElectionDefault
+    ) -> None:
+        """The broker default changed; when enabled, every leaderless partition is tried
+        again (onUncleanLeaderElectionEnable). Topics overriding it to false stay clean."""
+        self.config = replace(self.config, unclean_leader_election_enable=event.enabled)
+        if event.enabled:
+            self._trigger_online_partition_state_change(context)
 
     # -- preferred election and auto rebalance (CTL-36..38) ---------------------------------
 

@@ -6,13 +6,14 @@ EXT-07): `PartitionState`, `TopicAssignment`, `ReassignPartitions`,
 what the controller needs on top: path helpers taking our ordered `TopicPartition`,
 `Versioned` (data + znode version, for conditional writes, KR-05), `BrokerInfo` (a
 registration plus its broker epoch) and `TreeSnapshot` (what the controller reads at
-failover), and conversions between the codecs' `znodes.TopicPartition` and ours.
+failover), conversions between the codecs' `znodes.TopicPartition` and ours, and the one
+topic config the controller reads (`unclean.leader.election.enable`, `unclean_override`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from trafka.metadata_quorum import znodes
@@ -102,6 +103,27 @@ class TreeSnapshot:
     preferred_election: znodes.PreferredReplicaElection | None = None
     topics_to_delete: tuple[str, ...] = ()
     isr_change_notifications: tuple[str, ...] = ()
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The overrides in `/config/topics/<t>` of the topics that have any (Kafka's
+    `zkClient.getLogConfigs`, read here once and then kept current by `TopicConfigChange`)."""
+
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+"""The topic config (and broker default) the OfflinePartition selector obeys (REP-32)."""
+
+
+def unclean_override(configs: Mapping[str, str]) -> bool | None:
+    """A topic's `unclean.leader.election.enable` override, None when it has none.
+
+    Parsed as Kafka's ConfigDef parses a BOOLEAN (trimmed, case-insensitive "true"/"false");
+    the brokers validate the value on write, so anything else counts as no override."""
+    raw = configs.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+    value = None if raw is None else raw.strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None
 
 
 def to_znode_partitions(tps: Iterable[TopicPartition]) -> tuple[znodes.TopicPartition, ...]:
