@@ -36,6 +36,7 @@ from trafka.spark.logdir import (
 from trafka.spark.metadata import metadata_tables, znodes_from_snapshot
 from trafka.spark.offsets import decode_offsets_row
 from trafka.spark.session import check_environment
+from trafka.spark.source import LogSegmentReader, SegmentRangePartition, task_bytes
 
 
 @pytest.fixture
@@ -80,6 +81,35 @@ def test_export_writes_records_itself_only_to_local_paths(
     location: str, expected: str | None
 ) -> None:
     assert local_path(location) == expected
+
+
+def test_writing_tasks_are_sized_like_sparks_file_splits() -> None:
+    mib = 1 << 20
+    assert task_bytes(504 * mib, parallelism=2) == 128 * mib  # capped
+    assert task_bytes(100 * mib, parallelism=2) == 50 * mib  # every core busy
+    assert task_bytes(1 * mib, parallelism=8) == 4 * mib  # not below the open cost
+
+
+def test_a_task_reads_its_bytes_in_split_sized_ranges(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    for partition in range(2):
+        directory = root / f"t-{partition}"
+        directory.mkdir(parents=True)
+        with open(directory / f"{0:020d}.log", "wb") as handle:
+            for base in range(0, 3000, 100):
+                records = [NewRecord(b"v" * 1000, key=b"k%d" % i) for i in range(100)]
+                batch = build_batch(records, base_offset=base)
+                handle.write(batch)
+    reader = LogSegmentReader({"paths": str(root), "splitBytes": str(1 << 20)})
+    default = reader.partitions()
+    grouped = reader.partitions_of(lambda total: total)
+    assert all(isinstance(p, SegmentRangePartition) for p in [*default, *grouped])
+    ranges = [r for p in default for r in p.byte_ranges]  # type: ignore[attr-defined]
+    assert len(default) == len(ranges) > 2
+    assert len(grouped) == 1
+    assert grouped[0].byte_ranges == ranges  # type: ignore[attr-defined]
+    # Ranges are cut at the first batch boundary past the split size.
+    assert max(r.end - r.start for r in ranges) <= (1 << 20) + len(batch)
 
 
 def test_partition_dir_names_follow_kafka() -> None:
