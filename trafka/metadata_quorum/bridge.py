@@ -589,21 +589,34 @@ class MetadataQuorum:
         timeout_ms = self.config.session_timeout_ms
         interval_s = min(0.1, timeout_ms / 10_000)
         tracker = SessionTracker(pause_threshold_ms=max(500, timeout_ms // 2))
+        # A new leader gives every session at least this long to reach it with a heartbeat.
+        grace_ms = max(2 * self.config.heartbeat_interval_ms, self.config.election_timeout_ms)
         was_leader = False
         async with trio.open_nursery() as nursery:
             while True:
                 await trio.sleep(interval_s)
                 leader = self._transport.is_leader() and self._transport.has_quorum()
-                if not leader:
-                    was_leader = False
-                    continue
                 sessions = self._read(lambda tree: tree.sessions())
                 now_ms = _monotonic_ms()
+                if not leader:
+                    tracker.observe(sessions, now_ms)
+                    was_leader = False
+                    continue
                 if not was_leader:
-                    tracker.reset(sessions, now_ms)
+                    tracker.take_over(sessions, now_ms, grace_ms)
                     was_leader = True
+                    logger.info("quorum leader: tracking %d session(s)", len(sessions))
                     continue
                 for decision in tracker.expired(sessions, now_ms):
+                    owner = next(
+                        (s.owner for s in sessions if s.session_id == decision.session_id), ""
+                    )
+                    logger.info(
+                        "expiring session %d (%s): no heartbeat for %d ms",
+                        decision.session_id,
+                        owner,
+                        timeout_ms,
+                    )
                     nursery.start_soon(
                         self._propose_expiry,
                         tracker,

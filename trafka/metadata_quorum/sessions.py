@@ -5,9 +5,17 @@ a heartbeat (applied a Heartbeat entry, or the session's creation) + the session
 When a deadline passes it proposes `ExpireSession(session_id, last_heartbeat_zxid)`; the
 tree ignores the proposal if a newer heartbeat was applied meanwhile.
 
-Deadlines live only in the leader's memory and use its monotonic clock. A node that becomes
-leader restarts every deadline from its own clock (ZooKeeper does the same on leader
-election): sessions get at least one full timeout after a failover. A clock jump larger than
+Deadlines live only in the leader's memory and use its monotonic clock. Heartbeats are log
+entries, so every node applies them; a follower notes, on its own clock, when it first saw
+each session's latest heartbeat applied (`observe`). A node that becomes leader
+(`take_over`) starts each deadline from that observation, but never sooner than a grace
+period from now (the live members need a moment to reach the new leader with a heartbeat);
+a session it has no observation of gets a full timeout from now (ZooKeeper's rule for every
+session). So a session whose owner died together with the old leader (a combined node: its
+broker, its controller and the quorum leader at once) expires about one session timeout
+after its last heartbeat, not an election plus a full timeout later. An observation is never
+earlier than the commit of the heartbeat it notes, so no deadline is earlier than the old
+leader's would have been. A clock jump larger than
 `pause_threshold_ms` between two `expired()` calls (the leader itself was SIGSTOPped,
 swapped out, or its VM paused) is treated the same way: the leader cannot tell who was alive
 while it was not looking, so it restarts every deadline instead of expiring everybody.
@@ -41,6 +49,32 @@ class SessionTracker:
         self._proposed: dict[int, int] = {}
         self._last_check_ms: int | None = None
         self._pause_threshold_ms = pause_threshold_ms
+        self._observed: dict[int, tuple[int, int]] = {}
+        """As a follower: session id -> (latest heartbeat zxid, when first seen here)."""
+
+    def observe(self, sessions: list[SessionInfo], now_ms: int) -> None:
+        """As a follower: note when each session's latest heartbeat was first seen applied."""
+        observed = {}
+        for session in sessions:
+            seen = self._observed.get(session.session_id)
+            if seen is None or seen[0] != session.last_heartbeat_zxid:
+                seen = (session.last_heartbeat_zxid, now_ms)
+            observed[session.session_id] = seen
+        self._observed = observed
+
+    def take_over(self, sessions: list[SessionInfo], now_ms: int, grace_ms: int) -> None:
+        """Become leader: each deadline from this node's observation of the session's latest
+        heartbeat (+ its timeout), but at least `grace_ms` from now; a full timeout from now
+        for a session not observed at its current heartbeat."""
+        self.reset(sessions, now_ms)
+        for session in sessions:
+            seen = self._observed.get(session.session_id)
+            if seen is not None and seen[0] == session.last_heartbeat_zxid:
+                grace = min(grace_ms, session.timeout_ms)
+                self._deadline_ms[session.session_id] = max(
+                    seen[1] + session.timeout_ms, now_ms + grace
+                )
+        self._observed.clear()
 
     def reset(self, sessions: list[SessionInfo], now_ms: int) -> None:
         """Become leader (or resume after a pause): every deadline restarts from now."""
