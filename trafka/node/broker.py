@@ -52,7 +52,7 @@ from kio.schema.types import BrokerId as BrokerIdWire
 from trafka.metadata_quorum import znodes
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
-from trafka.node.config import BrokerConfig, ConfigSource, definition
+from trafka.node.config import BrokerConfig, ConfigDef, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
 from trafka.node.local_logs import LocalLogs
@@ -509,48 +509,27 @@ class Broker:
     def describe_broker_configs(self) -> list[ConfigEntry]:
         from trafka.node.config import BROKER_CONFIG_DEFS
 
-        entries = []
-        for config_def in BROKER_CONFIG_DEFS:
-            value, source, sensitive = self.config.describe(config_def.name)
-            entries.append(
-                ConfigEntry(
-                    config_def.name,
-                    value,
-                    not config_def.dynamic,
-                    source,
-                    sensitive,
-                    ((config_def.name, value, source),),
-                    int(config_def.config_type),
-                    config_def.doc,
-                )
-            )
-        return entries
+        return [
+            _broker_config_entry(config_def, *self.config.describe(config_def.name))
+            for config_def in BROKER_CONFIG_DEFS
+        ]
 
     def describe_default_broker_configs(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults (`/config/brokers/<default>`), as Kafka answers
         DescribeConfigs for the BROKER resource "": only the keys set there."""
         from trafka.node.config import BROKER_CONFIG_DEFS
 
-        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        entries = []
-        for config_def in BROKER_CONFIG_DEFS:
-            if config_def.name not in self.config.dynamic_default_values:
-                continue
-            raw = self.config.dynamic_default_values[config_def.name]
-            value = None if config_def.sensitive else config_def.render(raw)
-            entries.append(
-                ConfigEntry(
-                    config_def.name,
-                    value,
-                    not config_def.dynamic,
-                    source,
-                    config_def.sensitive,
-                    ((config_def.name, value, source),),
-                    int(config_def.config_type),
-                    config_def.doc,
-                )
+        defaults = self.config.dynamic_default_values
+        return [
+            _broker_config_entry(
+                config_def,
+                None if config_def.sensitive else config_def.render(defaults[config_def.name]),
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                config_def.sensitive,
             )
-        return entries
+            for config_def in BROKER_CONFIG_DEFS
+            if config_def.name in defaults
+        ]
 
     async def set_broker_configs(
         self, configs: Mapping[str, str | None], *, cluster_default: bool = False
@@ -1164,3 +1143,19 @@ class Broker:
         store, self.store = self.store, None
         if store is not None:
             await store.close()
+
+
+def _broker_config_entry(
+    config_def: ConfigDef, value: str | None, source: ConfigSource, sensitive: bool
+) -> ConfigEntry:
+    """One DescribeConfigs entry of a broker config, its own only synonym."""
+    return ConfigEntry(
+        config_def.name,
+        value,
+        not config_def.dynamic,
+        source,
+        sensitive,
+        ((config_def.name, value, source),),
+        int(config_def.config_type),
+        config_def.doc,
+    )
