@@ -124,10 +124,7 @@ def _broker_config(cluster: KnodeCluster, node_id: int, key: str) -> tuple[str |
 def test_config_changed_elsewhere_is_enforced_by_the_leader(tmp_path: Path) -> None:
     cluster = KnodeCluster(tmp_path, node_count=3, settings=SETTINGS, start=False)
     with cluster:
-        for node_id in cluster.nodes:
-            cluster.start(node_id, wait=False)
-        for node_id in cluster.nodes:
-            cluster.wait_ready(node_id, timeout_s=90)
+        cluster.start_all()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         # Replicas on 1 and 2 (1 preferred); broker 3 holds nothing of the topic.
         admin.create_topics([NewTopic("cfg", num_partitions=1, replica_assignment=[[1, 2]])])[

@@ -56,6 +56,18 @@ def _ktool(cluster: KnodeCluster, *args: str) -> subprocess.CompletedProcess[str
     )
 
 
+def _wait_verified(cluster: KnodeCluster, plan: Path, what: str) -> None:
+    """Until `ktool reassign verify` of `plan` exits 0 (every partition completed)."""
+    wait_until(
+        lambda: (
+            _ktool(cluster, "reassign", "verify", "--reassignment-json-file", str(plan)).returncode
+            == 0
+        ),
+        timeout_s=30,
+        what=what,
+    )
+
+
 def _cluster(tmp_path: Path) -> KnodeCluster:
     cluster = KnodeCluster(tmp_path, node_count=3, settings=SETTINGS, start=False)
     for node_id in cluster.nodes:
@@ -168,16 +180,7 @@ def test_reassign_preferred_elect_and_delete(tmp_path: Path) -> None:
             executed.stdout
         )
         assert '"replicas":[1,2]' in executed.stdout  # the rollback plan
-        wait_until(
-            lambda: (
-                _ktool(
-                    cluster, "reassign", "verify", "--reassignment-json-file", str(plan)
-                ).returncode
-                == 0
-            ),
-            timeout_s=30,
-            what="the reassignment to complete",
-        )
+        _wait_verified(cluster, plan, "the reassignment to complete")
         verified = _ktool(cluster, "reassign", "verify", "--reassignment-json-file", str(plan))
         assert "Reassignment of partition moving-0 is completed." in verified.stdout
         state = _partitions(admin, "moving")
@@ -260,11 +263,8 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_by_topic_config_o
         "auto.leader.rebalance.enable=false",
     ]
     cluster = KnodeCluster(tmp_path, node_count=3, settings=settings, start=False)
-    for node_id in cluster.nodes:
-        cluster.start(node_id, wait=False)
     with cluster:
-        for node_id in cluster.nodes:
-            cluster.wait_ready(node_id, timeout_s=90)
+        cluster.start_all()
         admin = AdminClient({"bootstrap.servers": cluster.address(3)})
 
         # Deletion while broker 3 is down completes when it returns (CTL-30). A reassignment
@@ -304,16 +304,7 @@ def test_deletion_waits_for_a_down_broker_and_unclean_election_by_topic_config_o
         )
         executed = _ktool(cluster, "reassign", "execute", "--reassignment-json-file", str(plan))
         assert executed.returncode == 0, executed.stderr
-        wait_until(
-            lambda: (
-                _ktool(
-                    cluster, "reassign", "verify", "--reassignment-json-file", str(plan)
-                ).returncode
-                == 0
-            ),
-            timeout_s=30,
-            what="strayed-0 reassigned to {1,2} without broker 3",
-        )
+        _wait_verified(cluster, plan, "strayed-0 reassigned to {1,2} without broker 3")
         assert (3, "strayed-0") in _dirs(cluster, "strayed")  # its StopReplica was not sent
         cluster.start(3, wait=False)
         cluster.wait_ready(3, timeout_s=60)
