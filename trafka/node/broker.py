@@ -52,6 +52,7 @@ from kio.schema.types import BrokerId as BrokerIdWire
 from trafka.metadata_quorum import znodes
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
+from trafka.net.server import RequestTurn
 from trafka.node.config import BrokerConfig, ConfigDef, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
@@ -862,7 +863,13 @@ class Broker:
                 )
         self.brokers = brokers
 
-    async def dispatch(self, header: RequestHeader, request: Any, client_host: str) -> Any:
+    async def dispatch(
+        self,
+        header: RequestHeader,
+        request: Any,
+        client_host: str,
+        turn: RequestTurn | None = None,
+    ) -> Any:
         handler = self.registry.get(header.api_key)
         assert handler is not None
         ctx = RequestContext(
@@ -872,6 +879,7 @@ class Broker:
             correlation_id=header.correlation_id,
             client_id=header.client_id,
             client_host=client_host,
+            turn=turn or RequestTurn.first(),
         )
         return await handler.handle(ctx, request)
 
@@ -920,7 +928,7 @@ class Broker:
         self.bound_ports = [b.port for b in bound]
 
     async def _handle_net_request(self, net_ctx: Any) -> Any:
-        return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host)
+        return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host, net_ctx.turn)
 
     async def _maintenance_loop(self) -> None:
         """Retention, flush.ms, producer expiry, compaction, checkpoints: in a worker thread."""

@@ -97,6 +97,17 @@ class AppendResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingAppend:
+    """An acks=-1 append that is in the leader's log and waits for the high watermark."""
+
+    tp: TopicPartition
+    leader_epoch: LeaderEpoch
+    required_offset: Offset
+    result: AppendResult
+    log: Any
+
+
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     error_code: int
     high_watermark: int = -1
@@ -479,16 +490,21 @@ class ReplicaManager:
         return log
 
     # ---- produce ------------------------------------------------------------------------------
-    async def append(
+    def append_records(
         self,
         topic: str,
         partition: int,
         records: bytes,
         *,
         required_acks: int,
-        timeout_ms: int,
         transactional: bool = False,
-    ) -> AppendResult:
+    ) -> AppendResult | PendingAppend:
+        """The synchronous half of a produce: check, append to the leader's log, move the HW.
+
+        Returns the final result (an error, or success for acks 0/1), or a `PendingAppend`
+        for acks=-1 that `complete_append` waits on. No await happens here, so appends made
+        by consecutive calls land in the order of the calls (per-partition order, MSG-05).
+        """
         error_code, log, leader_epoch = self._leader_log(topic, partition)
         if log is None:
             return AppendResult(error_code)
@@ -512,18 +528,44 @@ class ReplicaManager:
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
             self._high_watermark_moved(tp)
-        if required_acks == -1:
-            outcome = await self._wait_for_replication(
-                tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
-            )
-            if outcome is not ErrorCode.none:
-                return AppendResult(int(outcome), log_start_offset=int(log.log_start_offset))
-        return AppendResult(
+        result = AppendResult(
             0,
             base_offset=int(info.first_offset),
             log_append_time_ms=int(info.log_append_time_ms),
             log_start_offset=int(log.log_start_offset),
         )
+        if required_acks != -1:
+            return result
+        return PendingAppend(
+            tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), result, log
+        )
+
+    async def complete_append(self, pending: PendingAppend, timeout_ms: int) -> AppendResult:
+        """The acks=-1 half: wait in the purgatory until the HW passes the appended batch."""
+        outcome = await self._wait_for_replication(
+            pending.tp, pending.leader_epoch, pending.required_offset, timeout_ms
+        )
+        if outcome is not ErrorCode.none:
+            return AppendResult(int(outcome), log_start_offset=int(pending.log.log_start_offset))
+        return pending.result
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes,
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        transactional: bool = False,
+    ) -> AppendResult:
+        """`append_records` then, for acks=-1, `complete_append`."""
+        step = self.append_records(
+            topic, partition, records, required_acks=required_acks, transactional=transactional
+        )
+        if isinstance(step, AppendResult):
+            return step
+        return await self.complete_append(step, timeout_ms)
 
     async def _wait_for_replication(
         self, tp: TopicPartition, leader_epoch: LeaderEpoch, required: Offset, timeout_ms: int

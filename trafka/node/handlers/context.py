@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from trafka.net.server import RequestTurn
 
 if TYPE_CHECKING:
     from trafka.node.broker import Broker
@@ -17,3 +19,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str = ""
+    #: The request's place in its connection's order of side effects: a handler whose side
+    #: effects are done before it finishes (Produce after appending, Fetch at once) calls
+    #: `turn.release()` so the next request on the connection may start (net/server.py).
+    turn: RequestTurn = field(default_factory=RequestTurn.first)

@@ -95,6 +95,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         waiter = broker.replica_manager.append_waiter()
         reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
+        # The first read pass is the request's only side effect (a follower's fetch offset
+        # moves the HW); what follows is waiting, which must not hold back the connection.
+        ctx.turn.release()
         total = sum(_size(r) for r in reads)
         has_error = any(r.error_code != 0 for r in reads)
         if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:

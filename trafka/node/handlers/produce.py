@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import AppendResult
+from trafka.node.replica_manager import AppendResult, PendingAppend
 
 
 @register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
@@ -38,31 +38,40 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     timeout_ms = max(0, ms(request.timeout))
     replica_manager = ctx.broker.replica_manager
     results: dict[tuple[str, int], AppendResult] = {}
-
-    async def append_one(topic: str, partition: int, records: bytes | None) -> None:
-        results[(topic, partition)] = await replica_manager.append(
-            topic,
-            partition,
-            records or b"",
-            required_acks=acks,
-            timeout_ms=timeout_ms,
-            transactional=request.transactional_id is not None,
-        )
-
+    pending: dict[tuple[str, int], PendingAppend] = {}
     entries = [
         (str(topic.name), int(p.index), p.records)
         for topic in request.topic_data
         for p in topic.partition_data
     ]
-    if acks not in (0, 1, -1):
-        for topic, partition, _ in entries:
+    for topic, partition, records in entries:
+        if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
-    elif len(entries) == 1:
-        await append_one(*entries[0])
-    else:
+            continue
+        # Synchronous, in request order: this and every earlier request's appends are in the
+        # logs before the next request on the connection may start (per-partition order).
+        step = replica_manager.append_records(
+            topic,
+            partition,
+            records or b"",
+            required_acks=acks,
+            transactional=request.transactional_id is not None,
+        )
+        if isinstance(step, PendingAppend):
+            pending[(topic, partition)] = step
+        else:
+            results[(topic, partition)] = step
+    ctx.turn.release()
+
+    async def complete(key: tuple[str, int], step: PendingAppend) -> None:
+        results[key] = await replica_manager.complete_append(step, timeout_ms)
+
+    if len(pending) == 1:
+        await complete(*next(iter(pending.items())))
+    elif pending:
         async with trio.open_nursery() as nursery:
-            for entry in entries:
-                nursery.start_soon(append_one, *entry)
+            for key, step in pending.items():
+                nursery.start_soon(complete, key, step)
     if acks == 0:
         return None
     responses: list[dict[str, Any]] = []
