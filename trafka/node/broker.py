@@ -50,6 +50,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId as BrokerIdWire
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
 from trafka.net.server import RequestTurn
@@ -78,6 +79,9 @@ STRAY_BARRIER_TIMEOUT_S = 30.0
 STRAY_BARRIER_GIVE_UP_S = 600.0
 """Without a barrier by then the stray-log check is skipped (nothing is deleted)."""
 STRAY_BARRIER_RETRY_S = 1.0
+#: Registration attempts when the quorum session expires meanwhile (a loaded start).
+REGISTER_ATTEMPTS = 40
+REGISTER_RETRY_S = 0.25
 
 
 class StartupError(Exception):
@@ -836,12 +840,23 @@ class Broker:
         )
 
     async def _register(self, store: MetadataStore) -> None:
-        registration = self._registration()
+        """Create our ephemeral /brokers/ids/<id>. A session that expires meanwhile (a start
+        on a loaded machine can miss heartbeats) is replaced by the bridge: retry on the new
+        one instead of exiting, as a Kafka broker re-registers on a new ZooKeeper session."""
         path = znodes.broker_path(self.node_id)
-        try:
-            await store.create(path, registration.to_json(), ephemeral=True)
-        except NodeExists:
-            await store.set_data(path, registration.to_json())
+        for attempt in range(REGISTER_ATTEMPTS):
+            registration = self._registration()
+            try:
+                try:
+                    await store.create(path, registration.to_json(), ephemeral=True)
+                except NodeExists:
+                    await store.set_data(path, registration.to_json())
+                break
+            except SessionExpiredError:
+                if attempt + 1 == REGISTER_ATTEMPTS:
+                    raise
+                log.warning("quorum session expired while registering; retrying")
+                await trio.sleep(REGISTER_RETRY_S)
         await self.refresh_brokers()
 
     async def refresh_brokers(self) -> None:
