@@ -9,7 +9,7 @@ import pytest
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig
+from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_store import FileMetadataStore
 
 
