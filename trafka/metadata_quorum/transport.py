@@ -38,6 +38,7 @@ quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import os
@@ -52,9 +53,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
-from pysyncobj.journal import FileJournal
+from pysyncobj.journal import FileJournal, MetaStorer
 
 from trafka.metadata_quorum.config import QuorumConfig
+from trafka.metadata_quorum.datafiles import DumpHead, check_data_dir
+from trafka.metadata_quorum.guarded_port import GuardedTCPTransport, PortLimits
 from trafka.metadata_quorum.port import ApplyListener, ProposalCallback, ProposalFailure
 from trafka.metadata_quorum.status import ReplicaState
 from trafka.metadata_quorum.tree import Entry, ErrorCode, ErrorResult, Result, ZNodeTree
@@ -108,8 +111,12 @@ class RaftTransport:
         self._journal_path = str(config.data_dir / JOURNAL_FILE)
         self._dump_path = str(config.data_dir / DUMP_FILE)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        # A damaged journal, meta or snapshot: one line naming the file (QuorumDataError).
+        head = check_data_dir(
+            Path(self._journal_path), Path(self._journal_path + ".meta"), Path(self._dump_path)
+        )
         _write_voters_file(config)
-        align_journal_with_snapshot(Path(self._journal_path), Path(self._dump_path))
+        align_journal_with_snapshot(Path(self._journal_path), Path(self._dump_path), head)
         self._fsync_interval_s = config.fsync_interval_ms / 1000
         self._next_fsync = 0.0
         self._caught_up_monotonic: dict[str, float] = {}
@@ -134,12 +141,20 @@ class RaftTransport:
             dynamicMembershipChange=False,
         )
         others = [v.address for v in config.voters if v is not me]
+        self.port_limits = PortLimits(auth_deadline_s=conf.connectionTimeout)
+        transport_class = functools.partial(
+            GuardedTCPTransport, limits=self.port_limits, before_start=_make_meta_durable
+        )
         with warnings.catch_warnings():
             # pysyncobj's MetaStorer.getMeta reads `.meta` with an unclosed open(): on a
             # restart that raises a ResourceWarning right here (refcount-freed file).
             warnings.simplefilter("ignore", ResourceWarning)
             self._syncobj = SyncObj(
-                me.address if me else None, others, conf, consumers=[self._consumer]
+                me.address if me else None,
+                others,
+                conf,
+                consumers=[self._consumer],
+                transportClass=transport_class,
             )
         self._syncobj.addOnTickCallback(self._on_tick)
 
@@ -281,6 +296,41 @@ class RaftTransport:
         self.sync_to_disk()
 
 
+class _DurableMetaStorer(MetaStorer):  # type: ignore[misc]
+    """pysyncobj's `.meta` writer (tmp file + rename) with the fsyncs it lacks.
+
+    `FileJournal.setCurrentTerm` stores term and vote synchronously before a vote request or
+    grant is sent, but without fsync: after a power loss the node could forget its vote and
+    grant a second one in the same term (two leaders). This storer fsyncs the tmp file and
+    the directory before returning, so the vote is on disk before it is answered. It also
+    serves pysyncobj's once-a-second commit-index store (one fsync a second at most).
+    """
+
+    def storeMeta(self, meta: dict[str, Any]) -> None:
+        path = self.getPath()
+        tmp = path + ".tmp"
+        data = pickle.dumps(meta)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        _fsync_path(os.path.dirname(path) or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def _make_meta_durable(syncobj: Any) -> None:
+    """Called inside `SyncObj.__init__` (after the journal opened, before the tick thread
+    starts, so before any vote): swap the journal's meta storer for the durable one."""
+    journal = syncobj._SyncObj__raftLog
+    if isinstance(journal, FileJournal):
+        plain = journal._FileJournal__metaStorer
+        journal._FileJournal__metaStorer = _DurableMetaStorer(plain.getPath())
+
+
 def _fsync_path(path: str, flags: int) -> None:
     try:
         fd = os.open(path, flags)
@@ -300,7 +350,9 @@ def _fsync_path(path: str, flags: int) -> None:
 VOTERS_FILE = "quorum.voters"
 
 
-def align_journal_with_snapshot(journal_path: Path, dump_path: Path) -> bool:
+def align_journal_with_snapshot(
+    journal_path: Path, dump_path: Path, head: DumpHead | None = None
+) -> bool:
     """Make the journal start at the snapshot's last two entries, keeping what follows.
 
     pysyncobj writes `quorum.dump` and only on a later tick drops the journal entries it
@@ -312,13 +364,16 @@ def align_journal_with_snapshot(journal_path: Path, dump_path: Path) -> bool:
     """
     if not journal_path.exists() or not dump_path.exists():
         return False
-    try:
-        with gzip.open(dump_path, "rb") as handle:
-            data = pickle.load(handle)
-        last, previous = data[1], data[2]
-    except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError) as error:
-        logger.warning("cannot read %s (%s); pysyncobj will decide", dump_path, error)
-        return False
+    if head is not None:
+        last, previous = head.last, head.previous
+    else:
+        try:
+            with gzip.open(dump_path, "rb") as handle:
+                data = pickle.load(handle)
+            last, previous = data[1], data[2]
+        except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError) as error:
+            logger.warning("cannot read %s (%s); pysyncobj will decide", dump_path, error)
+            return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)  # pysyncobj's unclosed .meta read
         journal = FileJournal(str(journal_path))
