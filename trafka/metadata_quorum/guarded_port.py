@@ -23,7 +23,8 @@ encryption (Fernet), key exchange and unpickling stay pysyncobj's own code:
   timeout) is closed, whether it sends slowly or not at all, and at most
   `max_pending_connections` (32) not-yet-identified incoming connections are kept: further
   ones are closed at once (the voters' own connections are long-lived and reconnect every
-  `connection_retry_ms`).
+  `connection_retry_ms`). The listen backlog is raised from pysyncobj's 5 to 128, so a burst
+  of connections does not leave a voter's reconnect waiting for a SYN retransmit.
 * Each refusal is logged as one WARNING line, at most one per reason every 10 s (with the
   count of refusals since).
 
@@ -64,6 +65,7 @@ class PortLimits:
     read_budget_bytes: int = 1024 * 1024
     auth_deadline_s: float = 3.0
     max_pending_connections: int = 32
+    listen_backlog: int = 128
 
 
 class FrameRefused(Exception):
@@ -314,6 +316,20 @@ class GuardedTCPTransport(TCPTransport):  # type: ignore[misc]
             conn, limits=self._limits, refusals=self.refusals, **self._connection_options()
         )
         super()._onNewIncomingConnection(guarded)
+
+    def _maybeBind(self) -> None:
+        was_ready = self._ready
+        super()._maybeBind()
+        if self._ready and not was_ready and self._server is not None:
+            # pysyncobj listens with a backlog of 5: a burst of junk connections would make
+            # a voter's reconnect wait for a SYN retransmit (1 s). Linux takes a new backlog
+            # on a second listen().
+            sock = getattr(self._server, "_TcpServer__socket", None)
+            if sock is not None:
+                try:
+                    sock.listen(self._limits.listen_backlog)
+                except OSError:
+                    pass
 
     def _onTick(self) -> None:
         super()._onTick()
