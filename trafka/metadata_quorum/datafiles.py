@@ -97,10 +97,16 @@ def check_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def check_journal(path: Path) -> int:
-    """Walk every record; returns the number of entries, or raises QuorumDataError."""
+@dataclass(frozen=True, slots=True)
+class JournalSummary:
+    entries: int
+    first_index: int  # 0 when empty
+
+
+def check_journal(path: Path) -> JournalSummary:
+    """Walk every record, or raise QuorumDataError."""
     if not path.exists():
-        return 0
+        return JournalSummary(0, 0)
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -116,6 +122,7 @@ def check_journal(path: Path) -> int:
         raise _damaged("journal", path, f"end offset {end} outside the file ({len(raw)} bytes)")
     offset = JOURNAL_HEADER_SIZE
     count = 0
+    first_index = 0
     previous: tuple[int, int] | None = None
     while offset < end:
         where = f"record {count + 1} at byte {offset}"
@@ -146,9 +153,10 @@ def check_journal(path: Path) -> int:
                     f"{where}: entry {idx} does not decode ({type(error).__name__})",
                 ) from None
         previous = (idx, term)
+        first_index = first_index or idx
         offset += size + 8
         count += 1
-    return count
+    return JournalSummary(count, first_index)
 
 
 def check_dump(path: Path) -> DumpHead | None:
@@ -191,5 +199,15 @@ def check_dump(path: Path) -> DumpHead | None:
 def check_data_dir(journal: Path, meta: Path, dump: Path) -> DumpHead | None:
     """Check the three files (meta, journal, snapshot); returns the snapshot's head."""
     check_meta(meta)
-    check_journal(journal)
-    return check_dump(dump)
+    summary = check_journal(journal)
+    head = check_dump(dump)
+    if head is None and summary.first_index > 1:
+        # compacted, and the snapshot holding entries 1..first-1 is gone: pysyncobj would
+        # apply the journal onto an empty tree and run with a tree missing those entries
+        raise _damaged(
+            "snapshot",
+            dump,
+            f"missing, but the journal starts at entry {summary.first_index} "
+            "(the entries before it are only in the snapshot)",
+        )
+    return head
