@@ -10,6 +10,9 @@ Settings, and why (PLATFORM.md §1.7, "Recommendations"):
 
 * `password=` always (Fernet over every frame): pysyncobj unpickles what arrives on its port,
   so without it the port is remote code execution and its admin commands are open.
+* `transportClass=` guarded_port.GuardedTCPTransport: frame lengths checked before
+  buffering, linear accumulation, a deadline for authentication, a cap on pending
+  connections (pysyncobj's own reader stalls its tick thread on one 100 MB junk frame).
 * `bindAddress` = the voter's own host: never 0.0.0.0.
 * `appendEntriesUseBatch=False`: sub-millisecond commits instead of ~100 ms.
 * election timeout randomized in [t, 2t] with t = `controller.quorum.election.timeout.ms`,
@@ -27,6 +30,13 @@ journal, its `.meta`, the snapshot and the data directory every
 interval of acknowledged commits can be lost**, and because a follower acknowledges an
 AppendEntries before its fsync, a correlated power loss of a majority can lose a committed
 entry. Fsyncing before every acknowledgement would need a patched pysyncobj; we do not.
+Term and vote, however, are fsynced before a vote is sent or granted (`_DurableMetaStorer`,
+installed before the tick thread starts), so a power loss cannot make a node vote twice in
+a term.
+
+Before pysyncobj opens the data dir, `datafiles.check_data_dir` checks the journal, its
+meta and the snapshot: a damaged one raises `QuorumDataError` (an OSError) with one line
+naming the file and the recovery in docs/metadata-quorum.md.
 
 A voter whose port is taken keeps retrying the bind every second (pysyncobj's
 `maxBindRetries=0`; each failed attempt leaks one socket until GC) and stays passive
