@@ -296,7 +296,7 @@ def test_junk_does_not_stall_the_tick_thread(lone: tuple[Counter, int]) -> None:
     thread.join(timeout=60)
     assert sent >= total
     assert writes > 10
-    assert worst < 0.5, worst  # the process test (test_quorum_port_junk) measures tighter
+    assert worst < 1.0, worst  # the process test (test_quorum_port_junk) measures tighter
 
 
 def test_two_guarded_nodes_replicate(tmp_path: Path) -> None:
