@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from typer.testing import CliRunner
 
 from tests.support.ports import free_ports
 from trafka.metadata_quorum.bridge import open_metadata_quorum
@@ -29,7 +30,13 @@ from trafka.metadata_quorum.datafiles import (
     check_journal,
     check_meta,
 )
-from trafka.metadata_quorum.transport import DUMP_FILE, JOURNAL_FILE, RaftTransport
+from trafka.metadata_quorum.transport import (
+    DUMP_FILE,
+    JOURNAL_FILE,
+    RaftTransport,
+    load_data_dir,
+)
+from trafka.tools.ktool import app as ktool
 
 META_FILE = JOURNAL_FILE + ".meta"
 
@@ -175,6 +182,19 @@ def test_the_transport_refuses_a_damaged_journal_before_pysyncobj_reads_it(
     with pytest.raises(QuorumDataError, match="damaged quorum journal"):
         RaftTransport(_config(data_dir, port), lambda entry, applied: None)
     assert isinstance(QuorumDataError("x"), OSError)  # knode: "cannot start the metadata quorum"
+
+
+def test_ktool_offline_reads_refuse_a_damaged_dir_with_one_line(
+    healthy: Path, tmp_path: Path
+) -> None:
+    data_dir = _damaged_copy(healthy, tmp_path, META_FILE, META_DAMAGE["garbage"])
+    with pytest.raises(QuorumDataError, match="damaged quorum meta file"):
+        load_data_dir(data_dir)
+    result = CliRunner().invoke(ktool, ["quorum", "status", "--data-dir", str(data_dir)])
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert f"damaged quorum meta file {data_dir / META_FILE}" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_missing_files_are_a_new_node(tmp_path: Path) -> None:

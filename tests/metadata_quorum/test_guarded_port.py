@@ -341,11 +341,21 @@ def test_term_and_vote_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
         monkeypatch.setattr(os, "fsync", recording_fsync)
         journal.setCurrentTerm(7, "127.0.0.1:1234")
-        monkeypatch.undo()
         meta = tmp_path / "quorum.journal.meta"
         assert str(meta) + ".tmp" in synced  # the content, before the rename
         assert str(tmp_path) in synced  # the rename
+        synced.clear()
+        journal.setRaftCommitIndex(42)  # the once-a-second commit index: no fsync needed
+        journal.onOneSecondTimer()
+        assert synced == []
+        assert pickle.loads(meta.read_bytes())["raftCommitIndex"] == 42
+        journal.setCurrentTerm(8, None)  # a new term: durable again
+        assert str(meta) + ".tmp" in synced
+        journal.setCurrentTerm(8, "127.0.0.1:1234")  # a vote in that term: durable again
+        assert synced.count(str(meta) + ".tmp") == 2
+        monkeypatch.undo()
         assert pickle.loads(meta.read_bytes())["votedForNodeId"] == "127.0.0.1:1234"
+        assert pickle.loads(meta.read_bytes())["currentTerm"] == 8
         assert meta.stat().st_mode & 0o077 == 0
     finally:
         journal._destroy()

@@ -311,25 +311,36 @@ class _DurableMetaStorer(MetaStorer):  # type: ignore[misc]
 
     `FileJournal.setCurrentTerm` stores term and vote synchronously before a vote request or
     grant is sent, but without fsync: after a power loss the node could forget its vote and
-    grant a second one in the same term (two leaders). This storer fsyncs the tmp file and
-    the directory before returning, so the vote is on disk before it is answered. It also
-    serves pysyncobj's once-a-second commit-index store (one fsync a second at most).
+    grant a second one in the same term (two leaders). When term or vote differ from the
+    last stored ones, this storer fsyncs the tmp file and the directory before returning, so
+    the vote is on disk before it is answered. pysyncobj's once-a-second commit-index store
+    (same term and vote) is written as before, without fsync on the tick thread: the commit
+    index is recomputed after a restart, and `sync_to_disk` fsyncs the file every interval.
     """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._durable: tuple[object, object] | None = None
 
     def storeMeta(self, meta: dict[str, Any]) -> None:
         path = self.getPath()
         tmp = path + ".tmp"
+        vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
+        durable = vote != self._durable
         data = pickle.dumps(meta)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        _fsync_path(os.path.dirname(path) or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        if durable:
+            _fsync_path(os.path.dirname(path) or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            self._durable = vote
 
 
 def _make_meta_durable(syncobj: Any) -> None:
@@ -448,6 +459,10 @@ def load_data_dir(data_dir: Path) -> DataDirState:
     Journal layout (pysyncobj 0.3.17 FileJournal): a 40-byte header whose last 4 bytes are
     the end offset (u32 LE), then records `size u32 | idx u64 | term u64 | command | size`.
     """
+    # a damaged file is one line (QuorumDataError, an OSError: ktool prints it as such)
+    check_data_dir(
+        data_dir / JOURNAL_FILE, data_dir / (JOURNAL_FILE + ".meta"), data_dir / DUMP_FILE
+    )
     tree = ZNodeTree()
     snapshot_index = 0
     dump = data_dir / DUMP_FILE
