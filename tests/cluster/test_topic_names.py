@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tests.support.cluster import KnodeCluster
 from trafka.net import codec
 from trafka.net.client import KafkaConnection
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
 from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
