@@ -13,13 +13,20 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
+import trio
+
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.bridge import QuorumEvent, SessionEvent, SessionEventKind
+from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_store import MetadataStore, NodeExists
 from trafka.node.topics import topic_id_text
 
 log = logging.getLogger("trafka.node.broker")
+
+#: Registration attempts when the quorum session expires meanwhile (a loaded start).
+REGISTER_ATTEMPTS = 40
+REGISTER_RETRY_S = 0.25
 
 
 async def load_cluster_id(store: MetadataStore, configured: str | None) -> str:
@@ -37,7 +44,10 @@ async def load_cluster_id(store: MetadataStore, configured: str | None) -> str:
 
 
 async def register(store: MetadataStore, config: BrokerConfig, *, now_ms: int) -> None:
-    """Create (or, if it survived, replace) this node's `/brokers/ids/<id>`."""
+    """Create (or, if it survived, replace) this node's `/brokers/ids/<id>`. A session that
+    expires meanwhile (a start on a loaded machine can miss heartbeats) is replaced by the
+    bridge: retry on the new one instead of exiting, as a Kafka broker re-registers on a new
+    ZooKeeper session."""
     registration = znodes.BrokerRegistration(
         broker_id=config.node_id,
         endpoints=tuple(
@@ -45,12 +55,20 @@ async def register(store: MetadataStore, config: BrokerConfig, *, now_ms: int) -
         ),
         timestamp_ms=now_ms,
         rack=config.get("broker.rack"),
-    )
+    ).to_json()
     path = znodes.broker_path(config.node_id)
-    try:
-        await store.create(path, registration.to_json(), ephemeral=True)
-    except NodeExists:
-        await store.set_data(path, registration.to_json())
+    for attempt in range(REGISTER_ATTEMPTS):
+        try:
+            try:
+                await store.create(path, registration, ephemeral=True)
+            except NodeExists:
+                await store.set_data(path, registration)
+            return
+        except SessionExpiredError:
+            if attempt + 1 == REGISTER_ATTEMPTS:
+                raise
+            log.warning("quorum session expired while registering; retrying")
+            await trio.sleep(REGISTER_RETRY_S)
 
 
 async def follow_quorum_events(

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import base64
 import random
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
+from trafka.log.names import colliding_topic, topic_name_error
 from trafka.metadata_quorum import znodes
 from trafka.node.metadata_store import MetadataStore, NodeExists
 from trafka.node.replica_assignment import (
@@ -45,8 +45,6 @@ from trafka.node.replica_assignment import (
     start_index_for_added_partitions,
 )
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_PARTITIONS = 4_000
 """Bound on partitions per topic: a topic is created in one quorum multi (MAX_MULTI_OPS)."""
@@ -90,25 +88,10 @@ class TopicError(Exception):
 
 
 def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: length, legal characters, not '.' or '..'."""
-    if not name:
-        raise TopicError(
-            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
-        )
-    if name in (".", ".."):
-        raise TopicError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
-        )
-    if not _LEGAL_TOPIC_NAME.match(name):
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f'Topic name "{name}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'",
-        )
+    """Kafka's Topic.validate (trafka.log.names): length, legal characters, not '.' or '..'."""
+    error = topic_name_error(name)
+    if error is not None:
+        raise TopicError(ErrorCode.invalid_topic_exception, error)
 
 
 def assign_replicas(
@@ -282,11 +265,11 @@ class TopicManager:
         validate_topic_name(name)
         if name in self.topics:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
-        if collides:
+        collides = colliding_topic(name, self.topics)
+        if collides is not None:
             raise TopicError(
                 ErrorCode.invalid_topic_exception,
-                f"Topic '{name}' collides with existing topic: {collides[0]}",
+                f"Topic '{name}' collides with existing topic: {collides}",
             )
         live = self._live_brokers()
         if assignments:
