@@ -59,7 +59,7 @@ from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.controller import tree_ops, watch_routes
-from trafka.node.controller.channel import BrokerChannel
+from trafka.node.controller.channel import BrokerChannel, ChannelFactory, ControllerChannel
 from trafka.node.controller.effects import ControlledShutdownAnswer, ControllerStep
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
@@ -124,13 +124,15 @@ class ControllerService:
         store: MetadataStore,
         config: ControllerConfig,
         clock: Clock = SYSTEM_CLOCK,
+        channel_factory: ChannelFactory = BrokerChannel,
     ) -> None:
         self.node_id = node_id
         self.store = store
         self._clock = clock
         self.config = config
         self.controller: Controller | None = None
-        self.channels: dict[BrokerId, BrokerChannel] = {}
+        self.channels: dict[BrokerId, ControllerChannel] = {}
+        self._channel_factory = channel_factory
         self.watcher = TreeWatcher(store)
         self._pending = PendingChanges()
         self._routed = False
@@ -403,7 +405,7 @@ class ControllerService:
                 del self.channels[broker_id]
         for broker_id, info in wanted.items():
             if broker_id not in self.channels:
-                channel = BrokerChannel(self.node_id, info, self.submit)
+                channel = self._channel_factory(self.node_id, info, self.submit)
                 self.channels[broker_id] = channel
                 self._nursery.start_soon(channel.run)
 
