@@ -44,10 +44,12 @@ async def load_cluster_id(store: MetadataStore, configured: str | None) -> str:
 
 
 async def register(store: MetadataStore, config: BrokerConfig, *, now_ms: int) -> None:
-    """Create (or, if it survived, replace) this node's `/brokers/ids/<id>`. A session that
-    expires meanwhile (a start on a loaded machine can miss heartbeats) is replaced by the
-    bridge: retry on the new one instead of exiting, as a Kafka broker re-registers on a new
-    ZooKeeper session."""
+    """Create (or, if it survived, replace) this node's `/brokers/ids/<id>`.
+
+    A session that expires meanwhile (a start on a loaded machine can miss heartbeats) is
+    replaced by the quorum bridge: retry on the new one instead of failing the node's start,
+    as a Kafka broker re-registers on a new ZooKeeper session.
+    """
     registration = znodes.BrokerRegistration(
         broker_id=config.node_id,
         endpoints=tuple(
@@ -55,14 +57,14 @@ async def register(store: MetadataStore, config: BrokerConfig, *, now_ms: int) -
         ),
         timestamp_ms=now_ms,
         rack=config.get("broker.rack"),
-    ).to_json()
+    )
     path = znodes.broker_path(config.node_id)
     for attempt in range(REGISTER_ATTEMPTS):
         try:
             try:
-                await store.create(path, registration, ephemeral=True)
+                await store.create(path, registration.to_json(), ephemeral=True)
             except NodeExists:
-                await store.set_data(path, registration)
+                await store.set_data(path, registration.to_json())
             return
         except SessionExpiredError:
             if attempt + 1 == REGISTER_ATTEMPTS:
