@@ -1,9 +1,9 @@
 """A seeded, deterministic simulation of a small cluster (STYLE 6).
 
 Brokers hold in-memory logs of (leader_epoch, value) records; the real `Controller` runs on
-the lowest live broker and its steps are executed against the quorum's real tree (behind LocalTransport); the real
-`PartitionLeaderState` keeps each leader's books; followers fetch and, in
-`Mode.LEADER_EPOCH`, truncate with the real OffsetForLeaderEpoch decision (KIP-101/279).
+the lowest live broker and its steps are executed against the quorum's real tree (behind
+`LocalTransport`); the real `PartitionLeaderState` keeps each leader's books; followers fetch
+and, in `Mode.LEADER_EPOCH`, truncate with the real OffsetForLeaderEpoch decision (KIP-101/279).
 `Mode.HIGH_WATERMARK` is the pre-0.11 control: truncate to the (checkpointed) HW on restart
 and on becoming follower (REP-26).
 
