@@ -48,7 +48,6 @@ runs again).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -276,7 +275,7 @@ class ControllerService:
         """Re-read what the routed watches touched (everything on every poll while watch
         events arrive without their path; everything every `FULL_REREAD_INTERVAL_S`
         otherwise, as a safety net)."""
-        now_s = time.monotonic()
+        now_s = trio.current_time()
         if not self._routed or now_s - self._last_full_reread_s >= FULL_REREAD_INTERVAL_S:
             self._pending.mark_everything()
         dirty = self._pending.take()

@@ -27,12 +27,11 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.context import RequestContext
 
-HandleFunction = Callable[["RequestContext", Any], Awaitable[Any]]
+HandleFunction = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
