@@ -2,7 +2,7 @@
 
 Each module under `trafka.node.handlers` declares, at import time::
 
-    @register(api_key=18, name="ApiVersions", min_version=0, max_version=3)
+    @register(api_key=ApiKey.API_VERSIONS, name="ApiVersions", min_version=0, max_version=3)
     async def handle(ctx: RequestContext, request: Any) -> Any: ...
 
 `handle` receives the decoded kio request of the negotiated version and returns the kio
