@@ -79,7 +79,6 @@ def test_build_fills_missing_fields_and_converts_wire_types() -> None:
                 }
             ],
             "throttle_time": 0,
-            "not_a_field": 1,
         },
     )
     decoded = codec.decode_response(0, 9, codec.encode_response(response))
