@@ -201,7 +201,12 @@ async def send_buffers(
 
 
 async def send_chunks(socket: trio.socket.SocketType, chunks: Sequence[Chunk]) -> None:
-    """Send chunks in order: byte chunks with sendmsg, file regions with sendfile."""
+    """Send chunks in order: byte chunks with sendmsg, file regions with sendfile (a TLS
+    transport sends them itself: `trafka.net.tls.TlsTransport.send_chunks`)."""
+    own = getattr(socket, "send_chunks", None)
+    if own is not None:
+        await own(chunks)
+        return
     pending: list[bytes | bytearray | memoryview] = []
     for chunk in chunks:
         if isinstance(chunk, FileRegion):

@@ -40,7 +40,13 @@ connections; unbounded by default, as in Kafka), ``max.connections``,
 2 x socket.request.max.bytes of requests plus the responses of at most
 `max_in_flight_requests` requests.
 
-NOT implemented: SSL and SASL listeners (PLAINTEXT only), quotas/throttling,
+Security (trafka.net.security, trafka.net.tls): an SSL/SASL_SSL listener completes the TLS
+handshake before the first frame (bounded by a timeout) and serves through a TLS transport
+(FileRegions are read and encrypted instead of sendfile'd); on a SASL listener only
+ApiVersions/SaslHandshake/SaslAuthenticate are served until the session is authenticated;
+a failed authentication is answered and then the connection closes.
+
+NOT implemented: quotas/throttling,
 ``max.connections.per.ip.overrides``, per-listener ``max.connections``, KIP-306
 connection-rate limits, muting a channel while a request is handled (we pipeline instead,
 with side effects in arrival order: RequestTurn).
@@ -66,6 +72,7 @@ from .framing import (
     chunks_size,
     send_chunks,
 )
+from .security import PLAINTEXT, ConnectionSession, ListenerSecurity
 
 log = logging.getLogger("trafka.net.server")
 
@@ -112,6 +119,7 @@ class Listener:
     name: str
     host: str
     port: int
+    security: ListenerSecurity = PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,8 @@ class RequestContext:
     peer_port: int
     listener_name: str
     turn: RequestTurn = field(default_factory=RequestTurn.first)
+    #: The connection's security session: principal, SASL state (trafka.net.security).
+    session: ConnectionSession | None = None
 
     @property
     def api_key(self) -> int:
@@ -247,10 +257,14 @@ class _Connection:
         stream: trio.SocketStream,
         listener_name: str,
         peer: tuple[str, int],
+        transport: Any = None,
+        session: ConnectionSession | None = None,
     ) -> None:
         self.server = server
         self.stream = stream
-        self.socket = stream.socket
+        #: The raw socket, or a TLS transport with the same methods (trafka.net.tls).
+        self.socket = stream.socket if transport is None else transport
+        self.session = session or ConnectionSession()
         self.listener_name = listener_name
         self.peer_host, self.peer_port = peer
         self.in_flight = 0
@@ -323,6 +337,10 @@ class _Connection:
         """Parse and check one request; raise _CloseConnection (or a header/codec error) to
         close the connection; return the ApiVersions fallback response directly."""
         api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
+        if not self.session.admits(api_key):
+            raise _CloseConnection(
+                f"unexpected {codec.api_name(api_key)} request before SASL authentication"
+            )
         supported = self.server.supported
         if api_key == protocol.API_VERSIONS_KEY:
             entry = supported.get(api_key)
@@ -356,6 +374,7 @@ class _Connection:
             peer_port=self.peer_port,
             listener_name=self.listener_name,
             turn=turn,
+            session=self.session,
         )
 
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
@@ -428,6 +447,9 @@ class _Connection:
                 if chunks:
                     await send_chunks(self.socket, chunks)
                     self.last_activity = trio.current_time()
+                if self.session.close_after_response:
+                    # A failed SASL authentication: answered, then closed (Kafka).
+                    break
                 for pending in batch:
                     self.in_flight -= 1
                     self.slots.release()
@@ -484,16 +506,26 @@ class KafkaServer:
                 sockets = await trio.open_tcp_listeners(listener.port, host=listener.host or None)
                 port = sockets[0].socket.getsockname()[1]
                 bound.append(BoundListener(listener.name, listener.host, port))
-                nursery.start_soon(self._accept_loop, sockets, listener.name)
+                nursery.start_soon(self._accept_loop, sockets, listener.name, listener.security)
             task_status.started(bound)
 
-    async def _accept_loop(self, sockets: list[trio.SocketListener], listener_name: str) -> None:
+    async def _accept_loop(
+        self,
+        sockets: list[trio.SocketListener],
+        listener_name: str,
+        security: ListenerSecurity = PLAINTEXT,
+    ) -> None:
         async def on_connection(stream: trio.SocketStream) -> None:
-            await self._serve_connection(stream, listener_name)
+            await self._serve_connection(stream, listener_name, security)
 
         await trio.serve_listeners(on_connection, sockets)
 
-    async def _serve_connection(self, stream: trio.SocketStream, listener_name: str) -> None:
+    async def _serve_connection(
+        self,
+        stream: trio.SocketStream,
+        listener_name: str,
+        security: ListenerSecurity = PLAINTEXT,
+    ) -> None:
         try:
             peer = stream.socket.getpeername()
         except OSError:
@@ -512,7 +544,17 @@ class KafkaServer:
         self._connection_count += 1
         self._connections_by_ip[ip] = per_ip + 1
         try:
-            await _Connection(self, stream, listener_name, (ip, peer[1])).run()
+            session = ConnectionSession.for_listener(security)
+            transport = None
+            if security.uses_tls:
+                from .tls import TlsHandshakeFailed, server_transport
+
+                try:
+                    transport = await server_transport(stream, security, session)
+                except TlsHandshakeFailed as error:
+                    log.info("TLS handshake with %s on %s failed: %s", ip, listener_name, error)
+                    return
+            await _Connection(self, stream, listener_name, (ip, peer[1]), transport, session).run()
         except Exception:
             # A bug in one connection must not take the listener (and every client) down.
             log.exception("connection from %s:%d failed unexpectedly", ip, peer[1])

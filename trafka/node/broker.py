@@ -29,8 +29,13 @@ to the tree and carried out by the controller; the admin calls here wait (bounde
 topic can produce at once. One node is simply a cluster of one: controller,
 leader of everything, ISR of one.
 
-Not implemented here: multiple log dirs beyond passing them to the LogManager, SSL/SASL
-listeners.
+Listeners (`trafka.node.listeners`, docs/security.md): each named listener has its security
+protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; `trafka.node.security_setup`); the
+broker's own clients (controller channel, replica fetchers, controlled shutdown) use the
+inter-broker listener (`inter_broker`), and only it admits API 4-7 and follower fetches
+(`trafka.node.inter_broker`). `authorizer` (allow-all by default) decides CLUSTER_ACTION.
+
+Not implemented here: multiple log dirs beyond passing them to the LogManager.
 """
 
 from __future__ import annotations
@@ -53,14 +58,20 @@ from trafka.metadata_quorum import znodes
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
 from trafka.net.server import RequestTurn
+from trafka.node import inter_broker
 from trafka.node.config import BrokerConfig, ConfigDef, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
+from trafka.node.inter_broker import InterBrokerClient
+from trafka.node.listeners import resolve_listeners
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
 from trafka.node.replica_manager import ReplicaManager
+from trafka.node.security_setup import inter_broker_client, listener_security
 from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
+from trafka.security.authorizer import AllowAllAuthorizer, Authorizer, Requester
+from trafka.security.principal import ANONYMOUS
 
 log = logging.getLogger("trafka.node.broker")
 
@@ -90,6 +101,17 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    """Every (listener name, host, port); host/port above are the first one's."""
+
+    def on_listener(self, listener_name: str) -> BrokerInfo | None:
+        """This broker as seen through `listener_name` (None: it has no such listener)."""
+        if not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener_name:
+                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +154,12 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.registry = registry or load_all()
+        self.listener_specs = resolve_listeners(config)
+        self.inter_broker_listener = next(s.name for s in self.listener_specs if s.inter_broker)
+        self.authorizer: Authorizer = AllowAllAuthorizer()
+        """Decides what a principal may do (issue 14 item 3 replaces the allow-all default)."""
+        self.inter_broker = InterBrokerClient(self.inter_broker_listener)
+        """Set up with the inter-broker listener's TLS/SASL client side in `_start_server`."""
         self.cluster_id = ""
         self.store: MetadataStore | None = None
         self.log_manager: LocalLogs | None = None
@@ -186,17 +214,32 @@ class Broker:
             return sorted(self.brokers)
         return sorted(int(child) for child in children if child.isdigit())
 
-    def live_brokers(self) -> list[BrokerInfo]:
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """The live brokers, with the endpoint of `listener_name` (the listener the client
+        came in on; brokers without it are left out, as Kafka does); None: inter-broker."""
+        listener = listener_name or self.inter_broker_listener
         result = []
         for broker_id in self.live_broker_ids():
-            info = self.brokers.get(broker_id)
+            info = self.brokers.get(broker_id) or self._registered_info(broker_id)
             if info is None:
-                endpoint = self.endpoint_for(broker_id)
-                if endpoint is None:
-                    continue
-                info = BrokerInfo(broker_id, endpoint[0], endpoint[1], None)
-            result.append(info)
+                continue
+            shown = info.on_listener(listener)
+            if shown is not None:
+                result.append(shown)
         return result
+
+    def _registered_info(self, broker_id: int) -> BrokerInfo | None:
+        quorum = self.quorum
+        if quorum is None:
+            return None
+        from trafka.metadata_quorum.tree import NoNodeError
+
+        try:
+            raw, _ = quorum.get_local(znodes.broker_path(broker_id))
+            registration = znodes.BrokerRegistration.from_json(bytes(raw), broker_id)
+        except (NoNodeError, znodes.ZNodeFormatError):
+            return None
+        return _info_of(registration)
 
     def controller_id(self) -> int:
         """The active controller: the broker id in `/controller` (-1 when there is none)."""
@@ -209,21 +252,13 @@ class Broker:
         return controller_id_in_tree(quorum)
 
     def endpoint_for(self, broker_id: int) -> tuple[str, int] | None:
-        """host, port of a registered broker (from the local replica of the tree)."""
-        info = self.brokers.get(broker_id)
-        quorum = getattr(self.store, "quorum", None)
-        if quorum is not None:
-            from trafka.metadata_quorum.tree import NoNodeError
-
-            try:
-                raw, _ = quorum.get_local(znodes.broker_path(broker_id))
-                registration = znodes.BrokerRegistration.from_json(bytes(raw), broker_id)
-                if registration.endpoints:
-                    endpoint = registration.endpoints[0]
-                    return endpoint.host, endpoint.port
-            except (NoNodeError, znodes.ZNodeFormatError):
-                pass
-        return None if info is None else (info.host, info.port)
+        """host, port of a registered broker's inter-broker listener (from the local replica
+        of the tree; the broker's clients - fetchers, controlled shutdown - use it)."""
+        info = self._registered_info(broker_id) or self.brokers.get(broker_id)
+        if info is None:
+            return None
+        shown = info.on_listener(self.inter_broker_listener)
+        return None if shown is None else (shown.host, shown.port)
 
     def update_metadata(
         self,
@@ -261,7 +296,7 @@ class Broker:
         1 s so SIGTERM stays prompt). Returns whether the controller confirmed."""
         from kio.static.primitive import i64
 
-        from trafka.net.client import ClientError, KafkaConnection
+        from trafka.net.client import ClientError
         from trafka.net.messages.controlled_shutdown import ControlledShutdownRequestV3
 
         quorum = self.quorum
@@ -274,7 +309,7 @@ class Broker:
             endpoint = self.endpoint_for(self.controller_id())
             if endpoint is not None:
                 try:
-                    connection = await KafkaConnection.connect(
+                    connection = await self.inter_broker.connect(
                         endpoint[0],
                         endpoint[1],
                         client_id=f"broker-{self.node_id}",
@@ -826,7 +861,8 @@ class Broker:
 
     def _registration(self) -> znodes.BrokerRegistration:
         endpoints = tuple(
-            znodes.Endpoint(a.name, a.host, a.port) for a in self.config.advertised_listeners
+            znodes.Endpoint(s.name, s.advertised_host, s.advertised_port, s.security_protocol)
+            for s in self.listener_specs
         )
         return znodes.BrokerRegistration(
             broker_id=self.node_id,
@@ -856,11 +892,9 @@ class Broker:
                 registration = znodes.BrokerRegistration.from_json(raw, broker_id)
             except (ValueError, znodes.ZNodeFormatError):
                 continue
-            if registration.endpoints:
-                endpoint = registration.endpoints[0]
-                brokers[broker_id] = BrokerInfo(
-                    broker_id, endpoint.host, endpoint.port, registration.rack
-                )
+            info = _info_of(registration)
+            if info is not None:
+                brokers[broker_id] = info
         self.brokers = brokers
 
     async def dispatch(
@@ -869,6 +903,9 @@ class Broker:
         request: Any,
         client_host: str,
         turn: RequestTurn | None = None,
+        *,
+        listener_name: str | None = None,
+        session: Any = None,
     ) -> Any:
         handler = self.registry.get(header.api_key)
         assert handler is not None
@@ -880,7 +917,34 @@ class Broker:
             client_id=header.client_id,
             client_host=client_host,
             turn=turn or RequestTurn.first(),
+            principal=ANONYMOUS if session is None else session.principal,
+            listener_name=listener_name or self.inter_broker_listener,
+            security_protocol="PLAINTEXT" if session is None else session.security_protocol,
+            session=session,
         )
+        claim = inter_broker.claim_of(header.api_key, request)
+        if claim is not None:
+            error = await inter_broker.admit(
+                claim,
+                quorum=self.quorum,
+                authorizer=self.authorizer,
+                requester=Requester(
+                    ctx.principal, client_host, ctx.listener_name, ctx.security_protocol
+                ),
+                inter_broker_listener=self.inter_broker_listener,
+                own_broker_id=self.node_id,
+            )
+            if error is not ErrorCode.none:
+                log.warning(
+                    "refused %s from %s on %s (%s as broker %d): %s",
+                    handler.name,
+                    client_host,
+                    ctx.listener_name,
+                    ctx.principal,
+                    claim.sender,
+                    error.name,
+                )
+                return inter_broker.refusal(request, error)
         return await handler.handle(ctx, request)
 
     async def _prepare_supported_apis(self) -> None:
@@ -911,10 +975,24 @@ class Broker:
         await self._supported_ready.wait()
         assert self._supported is not None
         kafka_server = net_server.KafkaServer(self._handle_net_request, self._supported, config)
-        listeners = [
-            net_server.Listener(listener.name, listener.host or "0.0.0.0", listener.port)
-            for listener in self.config.listeners
-        ]
+        from trafka.net.tls import TlsConfigError
+        from trafka.node import scram_store
+
+        def scram_lookup(user: str, mechanism: str) -> Any:
+            return scram_store.lookup(self.quorum, user, mechanism)
+
+        try:
+            listeners = [
+                net_server.Listener(
+                    spec.name,
+                    spec.host or "0.0.0.0",
+                    spec.port,
+                    listener_security(self.config, spec, scram_lookup),
+                )
+                for spec in self.listener_specs
+            ]
+        except TlsConfigError as tls_error:
+            raise StartupError(f"cannot set up TLS: {tls_error}") from None
         try:
             bound = await nursery.start(kafka_server.serve, listeners)
         except (OSError, ExceptionGroup) as raised:
@@ -928,7 +1006,14 @@ class Broker:
         self.bound_ports = [b.port for b in bound]
 
     async def _handle_net_request(self, net_ctx: Any) -> Any:
-        return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host, net_ctx.turn)
+        return await self.dispatch(
+            net_ctx.header,
+            net_ctx.request,
+            net_ctx.peer_host,
+            net_ctx.turn,
+            listener_name=net_ctx.listener_name,
+            session=net_ctx.session,
+        )
 
     async def _maintenance_loop(self) -> None:
         """Retention, flush.ms, producer expiry, compaction, checkpoints: in a worker thread."""
@@ -958,7 +1043,20 @@ class Broker:
                 with trio.CancelScope(shield=True):
                     await self._close()
 
+    def _setup_inter_broker_client(self) -> None:
+        from trafka.net.tls import TlsConfigError
+
+        spec = next(s for s in self.listener_specs if s.inter_broker)
+        try:
+            security = inter_broker_client(self.config, spec)
+        except TlsConfigError as tls_error:
+            raise StartupError(
+                f"cannot set up the inter-broker client's TLS: {tls_error}"
+            ) from None
+        self.inter_broker = InterBrokerClient(self.inter_broker_listener, security)
+
     async def _serve(self, store: MetadataStore, task_status: trio.TaskStatus[None]) -> None:
+        self._setup_inter_broker_client()
         self.cluster_id = await self._load_cluster_id(store)
         await self._reload_dynamic_configs()
         self._topics = TopicManager(
@@ -990,6 +1088,7 @@ class Broker:
             node_id=self.node_id,
             replica_manager=self._replica_manager,
             endpoint_for=self.endpoint_for,
+            inter_broker=self.inter_broker,
             fetch_wait_max_ms=self.config.get_int("replica.fetch.wait.max.ms"),
             fetch_max_bytes=self.config.get_int("replica.fetch.max.bytes"),
             backoff_ms=self.config.get_int("replica.fetch.backoff.ms"),
@@ -1013,6 +1112,7 @@ class Broker:
                 service = ControllerService(
                     node_id=self.node_id,
                     quorum=quorum,
+                    inter_broker=self.inter_broker,
                     config=ControllerConfig(
                         unclean_leader_election_enable=self.config.get_bool(
                             "unclean.leader.election.enable"
@@ -1151,6 +1251,19 @@ class Broker:
         store, self.store = self.store, None
         if store is not None:
             await store.close()
+
+
+def _info_of(registration: znodes.BrokerRegistration) -> BrokerInfo | None:
+    if not registration.endpoints:
+        return None
+    first = registration.endpoints[0]
+    return BrokerInfo(
+        registration.broker_id,
+        first.host,
+        first.port,
+        registration.rack,
+        tuple((e.listener_name, e.host, e.port) for e in registration.endpoints),
+    )
 
 
 def _broker_config_entry(

@@ -29,19 +29,21 @@ and then `/config/brokers/<default>` (read by the replica manager,
 `trafka.node.replication.throttle`), as Kafka's BrokerConfigHandler does: a value in
 server.properties is shown by DescribeConfigs but does not throttle.
 
-Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas, rack
+Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
+resolved by `trafka.node.listeners` (docs/security.md). Not implemented: client quotas, rack
 awareness beyond `broker.rack` being stored and advertised, KRaft `controller.listener.names`
 (the quorum port comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 
 class ConfigError(ValueError):
@@ -211,6 +213,134 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "Listener URIs given to clients in Metadata; defaults to listeners.",
     ),
     _d("broker.rack", _T.STRING, None, "Rack of this broker, advertised in Metadata."),
+    # --- listeners' security (docs/security.md; per listener: listener.name.<name>.<key>) ---
+    _d(
+        "listener.security.protocol.map",
+        _T.LIST,
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener name -> security protocol (NAME:PROTOCOL pairs).",
+    ),
+    _d(
+        "inter.broker.listener.name",
+        _T.STRING,
+        None,
+        "The listener brokers use to talk to each other (controller requests, replica "
+        "fetches, controlled shutdown); only it accepts those APIs.",
+        reason="Unset with one listener: that listener (Kafka requires it to be PLAINTEXT).",
+    ),
+    _d(
+        "security.inter.broker.protocol",
+        _T.STRING,
+        "PLAINTEXT",
+        "Security protocol between brokers; the listener of that name when "
+        "inter.broker.listener.name is unset.",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    ),
+    _d(
+        "sasl.enabled.mechanisms",
+        _T.LIST,
+        ["GSSAPI"],
+        "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",
+    ),
+    _d(
+        "sasl.mechanism.inter.broker.protocol",
+        _T.STRING,
+        "GSSAPI",
+        "The SASL mechanism brokers use on a SASL inter-broker listener.",
+    ),
+    _d(
+        "sasl.jaas.config",
+        _T.STRING,
+        None,
+        "JAAS login config; per listener and mechanism as "
+        'listener.name.<l>.<mechanism>.sasl.jaas.config (PLAIN users: user_<name>="<pw>"; '
+        'the broker\'s own client: username=".." password="..").',
+        sensitive=True,
+    ),
+    _d(
+        "sasl.server.max.receive.size",
+        _T.INT,
+        524288,
+        "Largest SASL token accepted before authentication.",
+        minimum=1,
+    ),
+    _d(
+        "connections.max.reauth.ms",
+        _T.LONG,
+        0,
+        "SASL session lifetime (KIP-368); 0 = no re-authentication required.",
+        minimum=0,
+    ),
+    _d(
+        "ssl.keystore.type",
+        _T.STRING,
+        "PEM",
+        "Only PEM is supported.",
+        choices=("PEM",),
+        reason="Kafka's default is JKS; only PEM is implemented.",
+    ),
+    _d("ssl.keystore.location", _T.STRING, None, "PEM file: certificate chain and private key."),
+    _d("ssl.keystore.password", _T.STRING, None, "Unused for PEM.", sensitive=True),
+    _d(
+        "ssl.keystore.certificate.chain",
+        _T.STRING,
+        None,
+        "PEM certificate chain (inline).",
+        sensitive=False,
+    ),
+    _d("ssl.keystore.key", _T.STRING, None, "PEM private key (inline).", sensitive=True),
+    _d(
+        "ssl.key.password", _T.STRING, None, "Password of an encrypted private key.", sensitive=True
+    ),
+    _d(
+        "ssl.truststore.type",
+        _T.STRING,
+        "PEM",
+        "Only PEM is supported.",
+        choices=("PEM",),
+        reason="Kafka's default is JKS; only PEM is implemented.",
+    ),
+    _d("ssl.truststore.location", _T.STRING, None, "PEM file of trusted CA certificates."),
+    _d("ssl.truststore.password", _T.STRING, None, "Unused for PEM.", sensitive=True),
+    _d("ssl.truststore.certificates", _T.STRING, None, "Trusted CA certificates (inline PEM)."),
+    _d(
+        "ssl.client.auth",
+        _T.STRING,
+        "none",
+        "Client certificates: none, requested, required.",
+        choices=("none", "requested", "required"),
+    ),
+    _d(
+        "ssl.enabled.protocols",
+        _T.LIST,
+        ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted.",
+        choices=("TLSv1.2", "TLSv1.3"),
+    ),
+    _d(
+        "ssl.protocol",
+        _T.STRING,
+        "TLSv1.3",
+        "Accepted for compatibility; see ssl.enabled.protocols.",
+    ),
+    _d(
+        "ssl.cipher.suites",
+        _T.LIST,
+        [],
+        "TLS 1.2 cipher suites (OpenSSL or IANA names); empty = the defaults.",
+    ),
+    _d(
+        "ssl.endpoint.identification.algorithm",
+        _T.STRING,
+        "https",
+        "https: the broker's own client checks the peer's host name; empty: it does not.",
+    ),
+    _d(
+        "ssl.principal.mapping.rules",
+        _T.STRING,
+        "DEFAULT",
+        "Rules mapping a client certificate's subject to a principal name (Kafka's syntax).",
+    ),
     _d(
         "controller.quorum.voters",
         _T.LIST,
@@ -678,18 +808,15 @@ class BrokerConfig:
             raise ConfigError("missing configuration node.id: pass --id N or --set node.id=N")
         names = set()
         for listener in self.listeners:
-            if listener.name != "PLAINTEXT":
-                raise ConfigError(
-                    f"invalid value {listener.uri()!r} for configuration listeners: "
-                    "only PLAINTEXT listeners are implemented"
-                )
             if listener.name in names:
                 raise ConfigError(f"invalid configuration listeners: {listener.name} repeated")
             names.add(listener.name)
         if not self.listeners:
             raise ConfigError("invalid configuration listeners: at least one listener needed")
         self._check_roles()
-        _ = self.advertised_listeners
+        from trafka.node.listeners import resolve_listeners
+
+        resolve_listeners(self)
 
     def _check_roles(self) -> None:
         """Kafka's KafkaConfig rules for `process.roles` against `controller.quorum.voters`
@@ -893,11 +1020,40 @@ class BrokerConfig:
         return definition.render(self.get(key)), self.source(key), False
 
 
+_LISTENER_PREFIX: Final = "listener.name."
+_SASL_MECHANISM_PREFIXES: Final = ("plain.", "scram-sha-256.", "scram-sha-512.", "gssapi.")
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (LISTENER, key), the mechanism prefix of
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config`` kept in the key; None otherwise."""
+    if not key.startswith(_LISTENER_PREFIX):
+        return None
+    listener, sep, inner = key[len(_LISTENER_PREFIX) :].partition(".")
+    if not sep or not listener or not inner:
+        return None
+    return listener.upper(), inner
+
+
 def _definition(key: str) -> ConfigDef:
     try:
         return BROKER_CONFIG_BY_NAME[key]
     except KeyError:
-        raise ConfigError(f"unknown configuration {key!r}") from None
+        pass
+    scoped = listener_key(key)
+    if scoped is not None:
+        inner = scoped[1]
+        for prefix in _SASL_MECHANISM_PREFIXES:
+            if inner.startswith(prefix) and inner[len(prefix) :] in BROKER_CONFIG_BY_NAME:
+                inner = inner[len(prefix) :]
+                break
+        base = BROKER_CONFIG_BY_NAME.get(inner)
+        if base is not None and (inner.startswith(("ssl.", "sasl.")) or inner in _PER_LISTENER):
+            return dataclasses.replace(base, name=key, dynamic=False)
+    raise ConfigError(f"unknown configuration {key!r}") from None
+
+
+_PER_LISTENER: Final = frozenset({"connections.max.reauth.ms"})
 
 
 def definition(key: str) -> ConfigDef:

@@ -89,6 +89,7 @@ from trafka.node.controller.events import (
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
 from trafka.node.controller.watch_routes import Dirty, PendingChanges, WatchedPath
+from trafka.node.inter_broker import InterBrokerClient
 from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
 
 log = logging.getLogger("trafka.node.controller")
@@ -273,13 +274,27 @@ def controller_id_in_tree(quorum: Any) -> int:
 # ---- encoding the controller's requests ------------------------------------------------------
 
 
-def _endpoint(info: BrokerInfo) -> tuple[str, int] | None:
-    for text in info.endpoints:
-        _, _, rest = text.partition("://")
+def _endpoint(info: BrokerInfo, listener_name: str | None = None) -> tuple[str, int] | None:
+    """The broker's endpoint on `listener_name` (the inter-broker listener); any when None."""
+    for name, host, port, _ in _endpoints(info):
+        if listener_name is None or name == listener_name:
+            return host, port
+    return None
+
+
+def _endpoints(info: BrokerInfo) -> list[tuple[str, str, int, str]]:
+    """(listener name, host, port, security protocol) of each parsable endpoint."""
+    result = []
+    protocols = list(info.security_protocols) + ["PLAINTEXT"] * len(info.endpoints)
+    for text, protocol in zip(info.endpoints, protocols, strict=False):
+        name, _, rest = text.partition("://")
         host, _, port = rest.rpartition(":")
         if host and port.isdigit():
-            return host.strip("[]"), int(port)
-    return None
+            result.append((name, host.strip("[]"), int(port), protocol))
+    return result
+
+
+_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 def _b(broker_id: int) -> Any:
@@ -295,7 +310,7 @@ def _bs(broker_ids: tuple[BrokerId, ...]) -> tuple[Any, ...]:
 def encode_request(request: Any) -> Any:
     """effects.* request -> the declared wire message (LeaderAndIsr v4, UpdateMetadata v6,
     StopReplica v2)."""
-    from kio.static.primitive import i32, i64
+    from kio.static.primitive import i16, i32, i64
 
     if isinstance(request, LeaderAndIsrRequest):
         by_topic: dict[str, list[Any]] = {}
@@ -348,16 +363,20 @@ def encode_request(request: Any) -> Any:
             )
         brokers = []
         for info in request.live_brokers:
-            endpoint = _endpoint(info)
-            if endpoint is None:
+            endpoints = _endpoints(info)
+            if not endpoints:
                 continue
             brokers.append(
                 um.UpdateMetadataBrokerV6(
                     id=_b(info.broker_id),
-                    endpoints=(
+                    endpoints=tuple(
                         um.UpdateMetadataEndpointV6(
-                            port=i32(endpoint[1]), host=endpoint[0], listener="PLAINTEXT"
-                        ),
+                            port=i32(port),
+                            host=host,
+                            listener=name,
+                            security_protocol=i16(_SECURITY_PROTOCOL_IDS.get(protocol, 0)),
+                        )
+                        for name, host, port, protocol in endpoints
                     ),
                     rack=info.rack,
                 )
@@ -411,12 +430,13 @@ class BrokerChannel:
             try:
                 async for request in self.receive_channel:
                     while True:
-                        endpoint = _endpoint(self.info)
+                        inter_broker = self.service.inter_broker
+                        endpoint = _endpoint(self.info, inter_broker.listener_name)
                         if endpoint is None:
                             break
                         try:
                             if connection is None or connection.closed:
-                                connection = await KafkaConnection.connect(
+                                connection = await inter_broker.connect(
                                     endpoint[0],
                                     endpoint[1],
                                     client_id=f"controller-{self.service.node_id}",
@@ -665,8 +685,17 @@ class TreeWatcher:
 class ControllerService:
     """Runs the controller on this node when it wins `/controller` (see module docstring)."""
 
-    def __init__(self, *, node_id: int, quorum: Any, config: ControllerConfig) -> None:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        quorum: Any,
+        config: ControllerConfig,
+        inter_broker: InterBrokerClient | None = None,
+    ) -> None:
         self.node_id = node_id
+        #: How to reach brokers: the inter-broker listener and its security (issue 12, 14).
+        self.inter_broker = inter_broker or InterBrokerClient()
         self.quorum = quorum
         self.config = config
         self.controller: Controller | None = None

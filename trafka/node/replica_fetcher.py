@@ -43,6 +43,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
 from trafka.net.client import ClientError, KafkaConnection
+from trafka.node.inter_broker import InterBrokerClient
 from trafka.node.replication.follower import (
     EpochRequest,
     FetchAction,
@@ -66,6 +67,7 @@ class ReplicaFetchers:
         node_id: int,
         replica_manager: Any,
         endpoint_for: Callable[[int], tuple[str, int] | None],
+        inter_broker: InterBrokerClient | None = None,
         fetch_wait_max_ms: int = 500,
         fetch_max_bytes: int = 1_048_576,
         backoff_ms: int = 1000,
@@ -73,6 +75,7 @@ class ReplicaFetchers:
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.endpoint_for = endpoint_for
+        self.inter_broker = inter_broker or InterBrokerClient()
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = min(backoff_ms, 1000) / 1000
@@ -137,7 +140,7 @@ class ReplicaFetchers:
                         if endpoint is None:
                             await trio.sleep(CONNECT_BACKOFF_S)
                             continue
-                        connection = await KafkaConnection.connect(
+                        connection = await self.inter_broker.connect(
                             endpoint[0],
                             endpoint[1],
                             client_id=f"replica-fetcher-{self.node_id}",

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "controller_id": broker.controller_id(),
             "brokers": [
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers()
+                for b in broker.live_brokers(ctx.listener_name)
             ]
             if error == 0
             else [],

@@ -37,6 +37,11 @@ async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
         error, info = ErrorCode.transactional_id_authorization_failed, None
     else:
         error, info = ErrorCode.invalid_request, None
+    if info is not None:
+        # The coordinator's endpoint on the listener the client came in on (Kafka).
+        info = info.on_listener(ctx.listener_name) if ctx.listener_name else info
+        if info is None:
+            error = ErrorCode.coordinator_not_available
     if info is None or error != ErrorCode.none:
         return {
             "key": key,

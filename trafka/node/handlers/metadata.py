@@ -110,7 +110,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "throttle_time": 0,
             "brokers": [
                 {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers()
+                for b in broker.live_brokers(ctx.listener_name)
             ],
             "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id(),

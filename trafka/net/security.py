@@ -1,0 +1,82 @@
+"""A listener's security and each connection's security session.
+
+`ListenerSecurity` (one per listener, built by the node from its config): the security
+protocol, the server `ssl.SSLContext` for SSL/SASL_SSL, the SASL server settings for
+SASL_PLAINTEXT/SASL_SSL. `ConnectionSession` (one per connection): who the peer is
+(`principal`), whether SASL authentication is still to be done, and whether the connection
+must close once the pending response is written (a failed SASL authentication).
+
+The server (`trafka.net.server`) enforces, before decoding a request body: on a SASL
+listener, until authentication completes, only ApiVersions, SaslHandshake and
+SaslAuthenticate are served; anything else closes the connection (Kafka's
+SaslServerAuthenticator: "Unexpected Kafka request of type ... during SASL handshake").
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from trafka.security.principal import ANONYMOUS, KafkaPrincipal
+
+API_VERSIONS: Final = 18
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+PRE_AUTH_APIS: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """How one listener secures its connections."""
+
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    principal_builder: Any = None
+    """Maps an RFC 2253 subject to a principal name (`security.mapping.PrincipalMapper`)."""
+    sasl: Any = None
+    """`trafka.security.sasl.SaslServerConfig` on SASL listeners."""
+    handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+PLAINTEXT: Final = ListenerSecurity()
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionSession:
+    """One connection's security state (mutable; only its connection's tasks touch it)."""
+
+    security_protocol: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
+    sasl_required: bool = False
+    authenticated: bool = True
+    sasl: Any = None
+    """The SASL exchange in progress (`trafka.security.sasl.create_server`), once handshaken."""
+    sasl_mechanism: str = ""
+    close_after_response: bool = False
+    """Set by SaslAuthenticate on failure: the server closes after writing the answer."""
+    listener: ListenerSecurity = field(default_factory=ListenerSecurity)
+    session_expires_ms: int | None = None
+    """KIP-368: when the authenticated session ends (connections.max.reauth.ms)."""
+
+    @classmethod
+    def for_listener(cls, listener: ListenerSecurity) -> ConnectionSession:
+        return cls(
+            security_protocol=listener.security_protocol,
+            sasl_required=listener.uses_sasl,
+            authenticated=not listener.uses_sasl,
+            listener=listener,
+        )
+
+    def admits(self, api_key: int) -> bool:
+        """May a request of `api_key` be served now (before/after authentication)?"""
+        return self.authenticated or api_key in PRE_AUTH_APIS

@@ -1,0 +1,50 @@
+"""SaslHandshake v1: pick the SASL mechanism of a connection (KIP-43, KIP-152).
+
+* v1: the exchange continues with SaslAuthenticate requests (KIP-152).
+
+On a SASL listener before authentication: an enabled mechanism starts its exchange
+(`trafka.security.sasl`); any other gets UNSUPPORTED_SASL_MECHANISM with the enabled list
+and the connection is closed after the answer (Kafka). On a PLAINTEXT or SSL listener, or a
+second handshake: ILLEGAL_SASL_STATE.
+
+Not implemented: v0 (raw SASL tokens after the handshake, pre-KIP-152 clients): not
+advertised, a v0 request closes the connection.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.registry import register
+from trafka.security.sasl import create_server
+
+_RANDOM = random.SystemRandom()
+
+
+@register(api_key=17, name="SaslHandshake", min_version=1, max_version=1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    session = ctx.session
+    config = None if session is None else session.listener.sasl
+    if session is None or config is None or session.sasl is not None or session.authenticated:
+        return build(
+            response_class(request),
+            {"error_code": int(ErrorCode.illegal_sasl_state), "mechanisms": []},
+        )
+    mechanism = str(request.mechanism)
+    if mechanism not in config.mechanisms:
+        session.close_after_response = True
+        return build(
+            response_class(request),
+            {
+                "error_code": int(ErrorCode.unsupported_sasl_mechanism),
+                "mechanisms": list(config.mechanisms),
+            },
+        )
+    session.sasl = create_server(mechanism, config, _RANDOM)
+    session.sasl_mechanism = mechanism
+    return build(response_class(request), {"error_code": 0, "mechanisms": list(config.mechanisms)})
