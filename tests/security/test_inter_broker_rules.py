@@ -1,10 +1,10 @@
-"""The pure admission rule of inter-broker requests (trafka.node.inter_broker.decide)."""
+"""The pure admission rule of inter-broker requests (trafka.node.security.inter_broker.decide)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node.inter_broker import ClusterFacts, InterBrokerClaim, decide
+from trafka.node.security.inter_broker import ClusterFacts, InterBrokerClaim, decide
 
 FACTS = ClusterFacts(
     on_inter_broker_listener=True,

@@ -1,11 +1,11 @@
-"""Named listeners with Kafka's rules (trafka.node.listeners)."""
+"""Named listeners with Kafka's rules (trafka.node.security.listeners)."""
 
 from __future__ import annotations
 
 import pytest
 
-from trafka.node.config import BrokerConfig, ConfigError
-from trafka.node.listeners import listener_value, resolve_listeners
+from trafka.node.config.broker import BrokerConfig, ConfigError
+from trafka.node.security.listeners import listener_value, resolve_listeners
 
 
 def _build(*overrides: str) -> BrokerConfig:
@@ -79,7 +79,7 @@ def test_bad_listener_configs_give_one_line_errors(
     overrides: tuple[str, ...], fragment: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        _build(*overrides)
+        resolve_listeners(_build(*overrides))
     assert fragment in str(caught.value)
     assert "\n" not in str(caught.value)
 

@@ -12,7 +12,7 @@ import base64
 import os
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -20,8 +20,9 @@ from kio.schema.errors import ErrorCode
 from trafka.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from trafka.security.scram import ScramClient, ScramError
 
-if TYPE_CHECKING:
-    from .client import KafkaConnection
+
+class _Requester(Protocol):
+    async def request(self, request: Any) -> Any: ...
 
 
 class AuthenticationFailed(Exception):
@@ -60,7 +61,7 @@ async def secure(
     return await client_transport(stream, security.ssl_context, host, timeout_s)
 
 
-async def authenticate(connection: KafkaConnection, security: ClientSecurity) -> None:
+async def authenticate(connection: _Requester, security: ClientSecurity) -> None:
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 

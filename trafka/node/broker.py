@@ -29,11 +29,11 @@ to the tree and carried out by the controller; the admin calls here wait (bounde
 topic can produce at once. One node is simply a cluster of one: controller,
 leader of everything, ISR of one.
 
-Listeners (`trafka.node.listeners`, docs/security.md): each named listener has its security
-protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; `trafka.node.security_setup`); the
+Listeners (`trafka.node.security.listeners`, docs/security.md): each named listener has its security
+protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; `trafka.node.security.setup`); the
 broker's own clients (controller channel, replica fetchers, controlled shutdown) use the
 inter-broker listener (`inter_broker`), and only it admits API 4-7 and follower fetches
-(`trafka.node.inter_broker`). `authorizer` (allow-all by default) decides CLUSTER_ACTION.
+(`trafka.node.security.inter_broker`). `authorizer` (allow-all by default) decides CLUSTER_ACTION.
 
 Not implemented here: multiple log dirs beyond passing them to the LogManager.
 """
@@ -55,19 +55,20 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId as BrokerIdWire
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
 from trafka.net.server import RequestTurn
-from trafka.node import inter_broker
-from trafka.node.config import BrokerConfig, ConfigDef, ConfigSource, definition
+from trafka.node.config.broker import BrokerConfig, ConfigDef, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
-from trafka.node.inter_broker import InterBrokerClient
-from trafka.node.listeners import resolve_listeners
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
-from trafka.node.replica_manager import ReplicaManager
-from trafka.node.security_setup import inter_broker_client, listener_security
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.security import inter_broker
+from trafka.node.security.inter_broker import InterBrokerClient
+from trafka.node.security.listeners import resolve_listeners
+from trafka.node.security.setup import inter_broker_client, listener_security
 from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
 from trafka.security.authorizer import AllowAllAuthorizer, Authorizer, Requester
@@ -89,6 +90,9 @@ STRAY_BARRIER_TIMEOUT_S = 30.0
 STRAY_BARRIER_GIVE_UP_S = 600.0
 """Without a barrier by then the stray-log check is skipped (nothing is deleted)."""
 STRAY_BARRIER_RETRY_S = 1.0
+#: Registration attempts when the quorum session expires meanwhile (a loaded start).
+REGISTER_ATTEMPTS = 40
+REGISTER_RETRY_S = 0.25
 
 
 class StartupError(Exception):
@@ -176,7 +180,7 @@ class Broker:
         self.quorum_event_listeners: list[Callable[[Any], None]] = []
         """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
         self.controller_service: Any = None
-        """`trafka.node.controller_service.ControllerService` once serving; None on a broker-only
+        """`trafka.node.controller.service.ControllerService` once serving; None on a broker-only
         node (process.roles=broker), which never runs the controller."""
         self.fetchers: Any = None
         self.group_service: Any = None
@@ -243,7 +247,7 @@ class Broker:
 
     def controller_id(self) -> int:
         """The active controller: the broker id in `/controller` (-1 when there is none)."""
-        from trafka.node.controller_service import controller_id_in_tree
+        from trafka.node.controller.tree_reads import controller_id_in_tree
 
         store = self.store
         quorum = getattr(store, "quorum", None)
@@ -511,7 +515,7 @@ class Broker:
     ) -> list[ConfigEntry]:
         """Every topic key with its value and source (DYNAMIC_TOPIC_CONFIG or a broker
         synonym or the default), Kafka's DescribeConfigs semantics."""
-        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+        from trafka.node.config.topic import TOPIC_CONFIG_DEFS
 
         if overrides is None:
             state = self.topics.get(topic)
@@ -543,7 +547,7 @@ class Broker:
         return entries
 
     def describe_broker_configs(self) -> list[ConfigEntry]:
-        from trafka.node.config import BROKER_CONFIG_DEFS
+        from trafka.node.config.broker import BROKER_CONFIG_DEFS
 
         return [
             _broker_config_entry(config_def, *self.config.describe(config_def.name))
@@ -553,7 +557,7 @@ class Broker:
     def describe_default_broker_configs(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults (`/config/brokers/<default>`), as Kafka answers
         DescribeConfigs for the BROKER resource "": only the keys set there."""
-        from trafka.node.config import BROKER_CONFIG_DEFS
+        from trafka.node.config.broker import BROKER_CONFIG_DEFS
 
         defaults = self.config.dynamic_default_values
         return [
@@ -573,7 +577,7 @@ class Broker:
         """Dynamic broker configs: this broker's (`/config/brokers/<id>`) or, with
         `cluster_default`, every broker's (`/config/brokers/<default>`); None deletes a key.
         The write is followed by a config change notification so every broker re-reads it."""
-        from trafka.node.config_changes import (
+        from trafka.node.config.changes import (
             DEFAULT_BROKER_ENTITY,
             broker_entity_path,
             notify_config_change,
@@ -667,7 +671,7 @@ class Broker:
         if state is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
         new = {k: v for k, v in transform(dict(state.configs)).items() if v is not None}
-        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+        from trafka.node.config.topic import TOPIC_CONFIG_DEFS
 
         unknown = sorted(k for k in new if k not in TOPIC_CONFIG_DEFS)
         if unknown:
@@ -680,13 +684,13 @@ class Broker:
         self._sync_log_configs([name])
         self._refresh_throttles()
 
-    # ---- config change notifications (trafka.node.config_changes) ---------------------------
+    # ---- config change notifications (trafka.node.config.changes) ---------------------------
     async def apply_config_change(self, entity: Any) -> None:
         """One notified entity (`config_changes.Entity`): re-read it from the local replica
         of the tree and apply it; a topic this node does not know, another broker's entity
         or an unchanged config change nothing. A topic's change also reaches the controller
         (Kafka's TopicConfigHandler -> `enableTopicUncleanLeaderElection`)."""
-        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY, EntityType
+        from trafka.node.config.changes import DEFAULT_BROKER_ENTITY, EntityType
 
         if entity.entity_type is EntityType.TOPICS:
             await self._reload_topic_configs([entity.name])
@@ -812,7 +816,7 @@ class Broker:
     async def _reload_dynamic_configs(self) -> None:
         """This broker's `/config/brokers/<id>` and the cluster default `<default>`, at start
         and on every change notification of either (a no-op when both are unchanged)."""
-        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY
+        from trafka.node.config.changes import DEFAULT_BROKER_ENTITY
 
         store = self._require_store()
         own = await self._read_broker_entity(store, str(self.node_id))
@@ -872,12 +876,23 @@ class Broker:
         )
 
     async def _register(self, store: MetadataStore) -> None:
-        registration = self._registration()
+        """Create our ephemeral /brokers/ids/<id>. A session that expires meanwhile (a start
+        on a loaded machine can miss heartbeats) is replaced by the bridge: retry on the new
+        one instead of exiting, as a Kafka broker re-registers on a new ZooKeeper session."""
         path = znodes.broker_path(self.node_id)
-        try:
-            await store.create(path, registration.to_json(), ephemeral=True)
-        except NodeExists:
-            await store.set_data(path, registration.to_json())
+        for attempt in range(REGISTER_ATTEMPTS):
+            registration = self._registration()
+            try:
+                try:
+                    await store.create(path, registration.to_json(), ephemeral=True)
+                except NodeExists:
+                    await store.set_data(path, registration.to_json())
+                break
+            except SessionExpiredError:
+                if attempt + 1 == REGISTER_ATTEMPTS:
+                    raise
+                log.warning("quorum session expired while registering; retrying")
+                await trio.sleep(REGISTER_RETRY_S)
         await self.refresh_brokers()
 
     async def refresh_brokers(self) -> None:
@@ -976,7 +991,7 @@ class Broker:
         assert self._supported is not None
         kafka_server = net_server.KafkaServer(self._handle_net_request, self._supported, config)
         from trafka.net.tls import TlsConfigError
-        from trafka.node import scram_store
+        from trafka.node.security import scram_store
 
         def scram_lookup(user: str, mechanism: str) -> Any:
             return scram_store.lookup(self.quorum, user, mechanism)
@@ -1071,9 +1086,9 @@ class Broker:
         await self._topics.load()
         self.log_manager = await trio.to_thread.run_sync(self._open_logs)
         from trafka.node.controller.machine import ControllerConfig
-        from trafka.node.controller_service import ControllerService
+        from trafka.node.controller.service import ControllerService
         from trafka.node.group_service import GroupService
-        from trafka.node.replica_fetcher import ReplicaFetchers
+        from trafka.node.replication.replica_fetcher import ReplicaFetchers
 
         quorum = getattr(store, "quorum", None)
         self._replica_manager = ReplicaManager(
@@ -1132,7 +1147,7 @@ class Broker:
                 self.controller_service = service
                 self.quorum_event_listeners.append(service.wake)
                 nursery.start_soon(service.run)
-                from trafka.node.config_changes import ConfigChangeListener
+                from trafka.node.config.changes import ConfigChangeListener
 
                 config_listener = ConfigChangeListener(
                     quorum, apply=self.apply_config_change, rescan=self.rescan_configs

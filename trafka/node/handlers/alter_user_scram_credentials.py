@@ -2,7 +2,7 @@
 
 Each upsertion carries the salt and the *salted* password (the client never sends the
 password); the broker stores salt, stored_key, server_key and iterations under
-``/config/users/<user>`` (`trafka.node.scram_store`). Per user: UNSUPPORTED_SASL_MECHANISM
+``/config/users/<user>`` (`trafka.node.security.scram_store`). Per user: UNSUPPORTED_SASL_MECHANISM
 (unknown mechanism), UNACCEPTABLE_CREDENTIAL (iterations outside 4096..16384, empty salt
 or salted password, empty user name), DUPLICATE_RESOURCE (a user/mechanism named twice in
 one request), RESOURCE_NOT_FOUND (deleting a credential that does not exist) - Kafka's codes
@@ -17,10 +17,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node import scram_store
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.security import scram_store
 from trafka.security.scram import MAX_ITERATIONS, MIN_ITERATIONS
 
 

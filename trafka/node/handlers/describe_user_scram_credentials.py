@@ -12,10 +12,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node import scram_store
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.security import scram_store
 
 
 def _users(quorum: Any) -> list[str]:

@@ -23,8 +23,8 @@ from typing import Any, Final
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.security.principal import KafkaPrincipal
 from trafka.security.sasl import PLAIN, SaslFailed

@@ -12,7 +12,8 @@ the tree (topic id, configs), then the states are applied.
 Every endpoint is kept with its listener name: Metadata answers each client with the
 endpoint of the listener it came in on.
 
-Only a registered controller on the inter-broker listener gets here (`trafka.node.inter_broker`).
+Only a registered controller on the inter-broker listener gets here
+(`trafka.node.security.inter_broker`).
 
 Not implemented: v0-4 and v7+ (topic ids).
 """
@@ -23,8 +24,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 

@@ -43,7 +43,6 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.inter_broker import InterBrokerClient
 from trafka.node.replication.follower import (
     EpochRequest,
     FetchAction,
@@ -52,8 +51,9 @@ from trafka.node.replication.follower import (
 )
 from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
 from trafka.node.replication.truncation import EpochEndOffset
+from trafka.node.security.inter_broker import InterBrokerClient
 
-log = logging.getLogger("trafka.node.replica_fetcher")
+log = logging.getLogger("trafka.node.replication.replica_fetcher")
 
 CONNECT_BACKOFF_S = 0.2
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from trafka.node.config import BrokerConfig, ConfigError, Listener, listener_key
+from trafka.node.config.broker import BrokerConfig, ConfigError, Listener, listener_key
+from trafka.security.sasl import SUPPORTED_MECHANISMS, parse_jaas
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -126,10 +127,59 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
 
 def _check_security(config: BrokerConfig, specs: list[ListenerSpec]) -> None:
     """What each protocol needs (a key and certificate for TLS, mechanisms for SASL)."""
-    from trafka.node.security_setup import check_listener_security
-
     for spec in specs:
         check_listener_security(config, spec)
+
+
+def sasl_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
+    mechanisms = tuple(
+        str(m).upper() for m in listener_value(config, listener, "sasl.enabled.mechanisms")
+    )
+    unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+    if unsupported or not mechanisms:
+        raise ConfigError(
+            f"invalid configuration sasl.enabled.mechanisms for listener {listener}: "
+            f"{','.join(unsupported) or '(empty)'} not implemented "
+            f"(supported: {', '.join(SUPPORTED_MECHANISMS)})"
+        )
+    return mechanisms
+
+
+def jaas_options(config: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
+    text = listener_value(config, listener, f"{mechanism.lower()}.sasl.jaas.config")
+    if text is None:
+        text = config.get("sasl.jaas.config")
+    return parse_jaas(text)
+
+
+def check_listener_security(config: BrokerConfig, spec: ListenerSpec) -> None:
+    """Cheap checks at config time (files are read when the listener starts)."""
+    if spec.uses_sasl:
+        mechanisms = sasl_mechanisms(config, spec.name)
+        if spec.inter_broker:
+            mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
+            if mechanism not in mechanisms:
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol={mechanism} must be one of the "
+                    f"enabled mechanisms of the inter-broker listener {spec.name} "
+                    f"({','.join(mechanisms)})"
+                )
+    if spec.uses_tls:
+        has_keystore = listener_value(config, spec.name, "ssl.keystore.location") or (
+            listener_value(config, spec.name, "ssl.keystore.certificate.chain")
+            and listener_value(config, spec.name, "ssl.keystore.key")
+        )
+        if not has_keystore:
+            raise ConfigError(
+                f"listener {spec.name} ({spec.security_protocol}) needs ssl.keystore.location "
+                "or ssl.keystore.certificate.chain and ssl.keystore.key"
+            )
+        from trafka.security.mapping import parse_rules
+
+        try:
+            parse_rules(str(listener_value(config, spec.name, "ssl.principal.mapping.rules")))
+        except ValueError as error:
+            raise ConfigError(f"invalid ssl.principal.mapping.rules: {error}") from None
 
 
 def listener_value(config: BrokerConfig, listener: str, key: str) -> Any:

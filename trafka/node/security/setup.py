@@ -8,7 +8,7 @@ Per listener (keys looked up as ``listener.name.<name>.<key>`` first, then ``<ke
 * SASL_PLAINTEXT / SASL_SSL: ``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256,
   SCRAM-SHA-512; Kafka's default GSSAPI is refused with one line), PLAIN users from
   ``listener.name.<l>.plain.sasl.jaas.config`` (``user_<name>="<password>"``), SCRAM
-  credentials from the tree (`trafka.node.scram_store`), ``sasl.server.max.receive.size``,
+  credentials from the tree (`trafka.node.security.scram_store`), ``sasl.server.max.receive.size``,
   ``connections.max.reauth.ms``.
 
 The broker's own client (`inter_broker_client`) uses the inter-broker listener's protocol:
@@ -21,81 +21,27 @@ mechanism's JAAS config on the inter-broker listener.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trafka.node.config import BrokerConfig, ConfigError
-from trafka.security.sasl import SUPPORTED_MECHANISMS, parse_jaas, plain_users
+from trafka.node.config.broker import BrokerConfig
+from trafka.node.security.listeners import jaas_options, listener_value, sasl_mechanisms
+from trafka.security.sasl import plain_users
 
 if TYPE_CHECKING:
     from trafka.net.client_security import ClientSecurity
     from trafka.net.security import ListenerSecurity
     from trafka.net.tls import TlsSettings
-    from trafka.node.listeners import ListenerSpec
+    from trafka.node.security.listeners import ListenerSpec
     from trafka.security.scram import ScramCredential
 
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
-
-
-def _value(config: BrokerConfig, listener: str, key: str) -> Any:
-    from trafka.node.listeners import listener_value
-
-    return listener_value(config, listener, key)
-
-
-def _mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
-    mechanisms = tuple(str(m).upper() for m in _value(config, listener, "sasl.enabled.mechanisms"))
-    unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
-    if unsupported or not mechanisms:
-        raise ConfigError(
-            f"invalid configuration sasl.enabled.mechanisms for listener {listener}: "
-            f"{','.join(unsupported) or '(empty)'} not implemented "
-            f"(supported: {', '.join(SUPPORTED_MECHANISMS)})"
-        )
-    return mechanisms
-
-
-def _jaas(config: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
-    text = _value(config, listener, f"{mechanism.lower()}.sasl.jaas.config")
-    if text is None:
-        text = config.get("sasl.jaas.config")
-    return parse_jaas(text)
-
-
-def check_listener_security(config: BrokerConfig, spec: ListenerSpec) -> None:
-    """Cheap checks at config time (files are read when the listener starts)."""
-    if spec.uses_sasl:
-        mechanisms = _mechanisms(config, spec.name)
-        if spec.inter_broker:
-            mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
-            if mechanism not in mechanisms:
-                raise ConfigError(
-                    f"sasl.mechanism.inter.broker.protocol={mechanism} must be one of the "
-                    f"enabled mechanisms of the inter-broker listener {spec.name} "
-                    f"({','.join(mechanisms)})"
-                )
-    if spec.uses_tls:
-        has_keystore = _value(config, spec.name, "ssl.keystore.location") or (
-            _value(config, spec.name, "ssl.keystore.certificate.chain")
-            and _value(config, spec.name, "ssl.keystore.key")
-        )
-        if not has_keystore:
-            raise ConfigError(
-                f"listener {spec.name} ({spec.security_protocol}) needs ssl.keystore.location "
-                "or ssl.keystore.certificate.chain and ssl.keystore.key"
-            )
-        from trafka.security.mapping import parse_rules
-
-        try:
-            parse_rules(str(_value(config, spec.name, "ssl.principal.mapping.rules")))
-        except ValueError as error:
-            raise ConfigError(f"invalid ssl.principal.mapping.rules: {error}") from None
 
 
 def tls_settings(config: BrokerConfig, listener: str) -> TlsSettings:
     from trafka.net.tls import TlsSettings
 
     def text(key: str) -> str | None:
-        value = _value(config, listener, key)
+        value = listener_value(config, listener, key)
         return None if value in (None, "") else str(value)
 
     return TlsSettings(
@@ -105,11 +51,11 @@ def tls_settings(config: BrokerConfig, listener: str) -> TlsSettings:
         key_password=text("ssl.key.password"),
         truststore_location=text("ssl.truststore.location"),
         truststore_certificates=text("ssl.truststore.certificates"),
-        client_auth=str(_value(config, listener, "ssl.client.auth")),
-        enabled_protocols=tuple(_value(config, listener, "ssl.enabled.protocols")),
-        cipher_suites=tuple(_value(config, listener, "ssl.cipher.suites")),
+        client_auth=str(listener_value(config, listener, "ssl.client.auth")),
+        enabled_protocols=tuple(listener_value(config, listener, "ssl.enabled.protocols")),
+        cipher_suites=tuple(listener_value(config, listener, "ssl.cipher.suites")),
         endpoint_identification=str(
-            _value(config, listener, "ssl.endpoint.identification.algorithm") or ""
+            listener_value(config, listener, "ssl.endpoint.identification.algorithm") or ""
         ).lower()
         == "https",
     )
@@ -129,17 +75,17 @@ def listener_security(
     if spec.uses_tls:
         ssl_context = server_context(tls_settings(config, spec.name))
         mapper = PrincipalMapper.from_rules(
-            str(_value(config, spec.name, "ssl.principal.mapping.rules"))
+            str(listener_value(config, spec.name, "ssl.principal.mapping.rules"))
         )
     sasl = None
     if spec.uses_sasl:
-        users = plain_users(_jaas(config, spec.name, "PLAIN"))
+        users = plain_users(jaas_options(config, spec.name, "PLAIN"))
         sasl = SaslServerConfig(
-            mechanisms=_mechanisms(config, spec.name),
+            mechanisms=sasl_mechanisms(config, spec.name),
             plain_users=users,
             scram_credentials=scram_lookup or (lambda user, mechanism: None),
-            max_receive_size=int(_value(config, spec.name, "sasl.server.max.receive.size")),
-            reauth_ms=int(_value(config, spec.name, "connections.max.reauth.ms")),
+            max_receive_size=int(listener_value(config, spec.name, "sasl.server.max.receive.size")),
+            reauth_ms=int(listener_value(config, spec.name, "connections.max.reauth.ms")),
         )
     return ListenerSecurity(
         security_protocol=spec.security_protocol,
@@ -161,7 +107,7 @@ def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecur
     username = password = ""
     if spec.uses_sasl:
         mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
-        jaas = _jaas(config, spec.name, mechanism)
+        jaas = jaas_options(config, spec.name, mechanism)
         username, password = jaas.get("username", ""), jaas.get("password", "")
     return ClientSecurity(
         security_protocol=spec.security_protocol,

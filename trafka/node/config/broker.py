@@ -10,7 +10,7 @@ A node's configuration is built in layers, lowest first (Kafka's precedence, and
    metadata tree: the cluster-wide default `/config/brokers/<default>` (resource name "",
    DYNAMIC_DEFAULT_BROKER_CONFIG, 3), then this broker's `/config/brokers/<id>`
    (DYNAMIC_BROKER_CONFIG, 2). Every broker re-reads both on a config change notification
-   (`trafka.node.config_changes`), so a change made through any broker reaches all.
+   (`trafka.node.config.changes`), so a change made through any broker reaches all.
 
 Every key is Kafka's name with Kafka's default unless the `reason` of its definition says
 otherwise. An unknown key or a value of the wrong type raises `ConfigError` with one line
@@ -30,9 +30,10 @@ and then `/config/brokers/<default>` (read by the replica manager,
 server.properties is shown by DescribeConfigs but does not throttle.
 
 Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
-resolved by `trafka.node.listeners` (docs/security.md). Not implemented: client quotas, rack
-awareness beyond `broker.rack` being stored and advertised, KRaft `controller.listener.names`
-(the quorum port comes from `controller.quorum.voters`).
+resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
+Not implemented: client quotas, rack awareness beyond `broker.rack` being stored and
+advertised, KRaft `controller.listener.names` (the quorum port comes from
+`controller.quorum.voters`).
 """
 
 from __future__ import annotations
@@ -814,9 +815,6 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("invalid configuration listeners: at least one listener needed")
         self._check_roles()
-        from trafka.node.listeners import resolve_listeners
-
-        resolve_listeners(self)
 
     def _check_roles(self) -> None:
         """Kafka's KafkaConfig rules for `process.roles` against `controller.quorum.voters`

@@ -222,7 +222,7 @@ def _may_catch_up(claim: InterBrokerClaim, facts: ClusterFacts) -> bool:
 def refusal(request: Any, error: ErrorCode) -> Any:
     """The response to a refused inter-broker request: `error` at the top level and on
     every partition it names (so no client reads it as success)."""
-    from trafka.node.handlers.kio_shape import build, response_class
+    from trafka.net.kio_shape import build, response_class
 
     code = int(error)
     api_key = int(request.__api_key__)
