@@ -66,12 +66,14 @@ from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security import inter_broker
+from trafka.node.security.acls import AclService, AuthorizerConfigError, build_authorizer
 from trafka.node.security.inter_broker import InterBrokerClient
 from trafka.node.security.listeners import resolve_listeners
 from trafka.node.security.setup import inter_broker_client, listener_security
 from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
-from trafka.security.authorizer import AllowAllAuthorizer, Authorizer, Requester
+from trafka.security.acl import AclAuthorizer
+from trafka.security.authorizer import Authorizer, Requester
 from trafka.security.principal import ANONYMOUS
 
 log = logging.getLogger("trafka.node.broker")
@@ -160,8 +162,13 @@ class Broker:
         self.registry = registry or load_all()
         self.listener_specs = resolve_listeners(config)
         self.inter_broker_listener = next(s.name for s in self.listener_specs if s.inter_broker)
-        self.authorizer: Authorizer = AllowAllAuthorizer()
-        """Decides what a principal may do (issue 14 item 3 replaces the allow-all default)."""
+        try:
+            self.authorizer: Authorizer = build_authorizer(config)
+        except AuthorizerConfigError as error:
+            raise StartupError(str(error)) from None
+        """Decides what a principal may do: allow-all, or ACLs (`trafka.node.security.acls`)."""
+        self.acls: AclService | None = None
+        """The ACL writes and change listener when `authorizer` is an `AclAuthorizer`."""
         self.inter_broker = InterBrokerClient(self.inter_broker_listener)
         """Set up with the inter-broker listener's TLS/SASL client side in `_start_server`."""
         self.cluster_id = ""
@@ -1118,6 +1125,13 @@ class Broker:
             # a failover) and fires session expiries from start-up, not from the first call.
             self.group_service = GroupService(self)
             await nursery.start(self.group_service.run)
+            if quorum is not None and isinstance(self.authorizer, AclAuthorizer):
+                # ACLs loaded before the listener opens; every node follows their changes.
+                self.acls = AclService(self.authorizer, quorum)
+                await quorum.sync()
+                self.acls.reload()
+                self.quorum_event_listeners.append(self.acls.on_quorum_event)
+                nursery.start_soon(self.acls.run)
             # Registered before the listener opens: a client's first Metadata must list us.
             await self._register(store)
             await self._start_server(nursery)

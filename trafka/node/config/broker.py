@@ -272,6 +272,27 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "SASL session lifetime (KIP-368); 0 = no re-authentication required.",
         minimum=0,
     ),
+    # --- authorization (docs/security.md, "Authorization"; trafka.security.acl) -----------
+    _d(
+        "authorizer.class.name",
+        _T.STRING,
+        "",
+        "Empty: every principal may do everything. kafka.security.authorizer.AclAuthorizer "
+        "or org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs (from /kafka-acl).",
+    ),
+    _d(
+        "super.users",
+        _T.STRING,
+        None,
+        "Principals allowed everything whatever the ACLs say, separated by ';' "
+        "(User:admin;User:broker).",
+    ),
+    _d(
+        "allow.everyone.if.no.acl.found",
+        _T.BOOLEAN,
+        False,
+        "With an authorizer: a resource with no ACL at all is open to everyone.",
+    ),
     _d(
         "ssl.keystore.type",
         _T.STRING,

@@ -32,6 +32,10 @@ is exceeded (the replica manager decides per partition; such partitions do not c
 `min_bytes`, as in Kafka's DelayedFetch); the bytes finally sent for listed partitions are
 recorded against the leader quota once per response.
 
+Authorization (Kafka's table): a consumer needs READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions, no data); a follower was admitted with
+CLUSTER_ACTION by the node's dispatch (`trafka.node.security.inter_broker`).
+
 Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
 advertised), preferred read replicas.
 """
@@ -49,6 +53,7 @@ from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import ReadResult
+from trafka.security.authorizer import AclOperation, ResourceType
 
 FINAL_EPOCH = -1
 MAX_WAIT_CAP_MS = 60_000
@@ -91,10 +96,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     ]
+    readable = None
+    if replica_id < 0:
+        readable = ctx.authorized_names(
+            AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted)
+        )
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         waiter = broker.replica_manager.append_waiter()
-        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
+        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id, readable)
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
         ctx.turn.release()
@@ -154,12 +164,16 @@ def _read_all(
     max_bytes: int,
     isolation_level: int,
     replica_id: int = -1,
+    readable: set[str] | None = None,
 ) -> list[ReadResult]:
     replica_manager = ctx.broker.replica_manager
     remaining = max_bytes
     results = []
     first_data = True
     for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
+        if readable is not None and topic not in readable:
+            results.append(ReadResult(int(ErrorCode.topic_authorization_failed)))
+            continue
         limit = max(0, min(partition_max_bytes, remaining))
         result = replica_manager.read(
             topic,

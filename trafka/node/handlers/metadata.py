@@ -3,8 +3,8 @@
 * v0: all topics when the list is empty. v1: null list = all topics, empty = none;
   controller_id, rack, is_internal. v2: cluster_id. v3: throttle_time_ms.
 * v4: allow_auto_topic_creation (older versions always allow it, as Kafka does).
-* v5: offline_replicas. v7: leader_epoch (KIP-320). v8: authorized operations (KIP-430;
-  we answer -2147483648 = "not requested"/unknown). v9: flexible. v10: topic ids (KIP-516).
+* v5: offline_replicas. v7: leader_epoch (KIP-320). v8: authorized operations (KIP-430:
+  the bit set when asked for, else -2147483648). v9: flexible. v10: topic ids (KIP-516).
   v11: cluster authorized operations removed.
 
 Auto-creation (SEEDS PROTO-23): an unknown topic is created with `num.partitions` and
@@ -13,7 +13,9 @@ true; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gives INVALID_TOPIC_
 Internal topics are never auto-created here (the group coordinator creates
 `__consumer_offsets`).
 
-Not implemented: ACL-based authorized operations (always "unknown").
+Authorization (Kafka's table): a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (by name or id);
+auto-creation needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import INTERNAL_TOPICS, TopicError, TopicState
+from trafka.security.acl import AUTHORIZED_OPERATIONS_UNKNOWN
+from trafka.security.authorizer import AclOperation, ResourceType
 
-AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+TOPIC = ResourceType.TOPIC
 
 
 def topic_metadata(ctx: RequestContext, topic: TopicState) -> dict[str, Any]:
@@ -78,7 +82,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     allow_auto_create = bool(getattr(request, "allow_auto_topic_creation", True))
     answer: list[Any] = []
     if requested is None or (version == 0 and not requested):
-        answer = [topic_metadata(ctx, t) for _, t in sorted(topics_manager.topics.items())]
+        everything = sorted(topics_manager.topics.items())
+        visible = ctx.authorized_names(AclOperation.DESCRIBE, TOPIC, (n for n, _ in everything))
+        answer = [topic_metadata(ctx, t) for n, t in everything if n in visible]
     else:
         for wanted in requested:
             name = getattr(wanted, "name", None)
@@ -87,14 +93,27 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 by_id = topics_manager.by_id(topic_id)
                 if by_id is None:
                     answer.append(_error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                elif not ctx.authorize(AclOperation.DESCRIBE, TOPIC, by_id.name):
+                    answer.append(
+                        _error_topic(None, ErrorCode.topic_authorization_failed, topic_id)
+                    )
                 else:
                     answer.append(topic_metadata(ctx, by_id))
                 continue
             if name is None:
                 answer.append(_error_topic(None, ErrorCode.invalid_request))
                 continue
+            if not ctx.authorize(AclOperation.DESCRIBE, TOPIC, name):
+                answer.append(_error_topic(name, ErrorCode.topic_authorization_failed))
+                continue
             state = topics_manager.get(name)
             if state is None and allow_auto_create and name not in INTERNAL_TOPICS:
+                if not (
+                    ctx.authorize(AclOperation.CREATE)
+                    or ctx.authorize(AclOperation.CREATE, TOPIC, name)
+                ):
+                    answer.append(_error_topic(name, ErrorCode.topic_authorization_failed))
+                    continue
                 try:
                     state = await broker.auto_create_topic(name)
                 except TopicError as error:
@@ -104,6 +123,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answer.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))
             else:
                 answer.append(topic_metadata(ctx, state))
+    if getattr(request, "include_topic_authorized_operations", False):
+        for topic in answer:
+            if topic["error_code"] == 0 and topic["name"] is not None:
+                topic["topic_authorized_operations"] = ctx.authorized_operations(
+                    TOPIC, topic["name"]
+                )
+    cluster_operations = AUTHORIZED_OPERATIONS_UNKNOWN
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER)
     return build(
         response_class(request),
         {
@@ -115,6 +143,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id(),
             "topics": answer,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+            "cluster_authorized_operations": cluster_operations,
         },
     )

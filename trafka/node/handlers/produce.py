@@ -15,6 +15,11 @@ the connection only on errors; so do we, by answering nothing either way).
 acks=-1 waits, in the replica manager's purgatory, until the high watermark passes the batch
 or `timeout_ms` expires (REQUEST_TIMED_OUT); on one node that is immediate.
 
+Authorization (Kafka's table): WRITE on each topic (else TOPIC_AUTHORIZATION_FAILED for its
+partitions, nothing appended); with a transactional id also WRITE on that
+TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere). An idempotent
+producer's IDEMPOTENT_WRITE was checked at InitProducerId (KIP-679, Kafka 3.0).
+
 Not implemented: transactional produce (AddPartitionsToTxn is not implemented, so a
 transactional batch gets INVALID_TXN_STATE), quotas (throttle_time_ms is always 0).
 """
@@ -30,6 +35,7 @@ from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
@@ -44,9 +50,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topic_data
         for p in topic.partition_data
     ]
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, (e[0] for e in entries))
+    transactional_id = request.transactional_id
+    if transactional_id is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, str(transactional_id)
+    ):
+        writable = set()
+        refused = ErrorCode.transactional_id_authorization_failed
+    else:
+        refused = ErrorCode.topic_authorization_failed
     for topic, partition, records in entries:
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
+            continue
+        if topic not in writable:
+            results[(topic, partition)] = AppendResult(int(refused))
             continue
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).
