@@ -9,6 +9,9 @@ one request), RESOURCE_NOT_FOUND (deleting a credential that does not exist) - K
 and messages. Served by any broker (ZooKeeper mode: the broker writes the tree).
 
 Not implemented: authorization (ALTER on CLUSTER, issue 14 item 3).
+
+Authorization: ALTER on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED for every user), as
+Kafka.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.security import scram_store
+from trafka.security.authorizer import AclOperation
 from trafka.security.scram import MAX_ITERATIONS, MIN_ITERATIONS
 
 
@@ -52,6 +56,22 @@ def _check(
 
 @register(api_key=51, name="AlterUserScramCredentials", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.ALTER):
+        users = [str(d.name) for d in request.deletions] + [str(u.name) for u in request.upsertions]
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "results": [
+                    {
+                        "user": user,
+                        "error_code": int(ErrorCode.cluster_authorization_failed),
+                        "error_message": None,
+                    }
+                    for user in dict.fromkeys(users)
+                ],
+            },
+        )
     store = ctx.broker.store
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     order: list[str] = []

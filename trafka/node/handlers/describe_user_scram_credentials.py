@@ -4,6 +4,8 @@ a named user without one: RESOURCE_NOT_FOUND ("Attempt to describe a user creden
 does not exist"); a name listed twice: DUPLICATE_RESOURCE.
 
 Not implemented: authorization (DESCRIBE on CLUSTER, issue 14 item 3).
+
+Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.security import scram_store
+from trafka.security.authorizer import AclOperation
 
 
 def _users(quorum: Any) -> list[str]:
@@ -42,6 +45,16 @@ def _infos(quorum: Any, user: str) -> list[dict[str, int]]:
 
 @register(api_key=50, name="DescribeUserScramCredentials", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "error_message": None,
+                "results": [],
+            },
+        )
     quorum = ctx.broker.quorum
     results = []
     if quorum is not None:

@@ -13,6 +13,9 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId answers transactional i
 not retriable, so a transactional client fails at once instead of retrying
 COORDINATOR_NOT_AVAILABLE until its timeout (Kafka sends the same code when the
 principal may not use the transactional id). Other key types get INVALID_REQUEST.
+
+Authorization: DESCRIBE on the GROUP (GROUP_AUTHORIZATION_FAILED) or on the
+TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -25,13 +28,20 @@ from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 _GROUP = 0
 _TRANSACTION = 1
 
 
 async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    if key_type == _GROUP:
+    if key_type == _GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        error, info = ErrorCode.group_authorization_failed, None
+    elif key_type == _TRANSACTION and not ctx.authorize(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        error, info = ErrorCode.transactional_id_authorization_failed, None
+    elif key_type == _GROUP:
         error, info = await GroupService.of(ctx.broker).find_coordinator(key)
     elif key_type == _TRANSACTION:
         error, info = ErrorCode.transactional_id_authorization_failed, None

@@ -15,6 +15,10 @@ INVALID_PRODUCER_EPOCH).
 Not implemented: transactions. A request with a transactional_id is answered with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (non-retriable, so the client fails at once instead
 of retrying forever).
+
+Authorization: WRITE on the TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an
+idempotent producer needs IDEMPOTENT_WRITE on the CLUSTER or WRITE on some topic (KIP-679,
+else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -26,11 +30,31 @@ from kio.schema.errors import ErrorCode
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.acl import AclAuthorizer
+from trafka.security.authorizer import AclOperation, ResourceType
+
+
+def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """Kafka's checks: WRITE on the TRANSACTIONAL_ID; for an idempotent producer
+    IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679)."""
+    if transactional_id is not None:
+        if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if ctx.authorize(AclOperation.IDEMPOTENT_WRITE):
+        return None
+    authorizer = ctx.broker.authorizer
+    if isinstance(authorizer, AclAuthorizer) and authorizer.may_write_some_topic(ctx.requester):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 @register(api_key=22, name="InitProducerId", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
+    refused = _refusal(ctx, request.transactional_id)
+    if refused is not None:
+        answer = {"error_code": int(refused), "producer_id": -1, "producer_epoch": -1}
+    elif request.transactional_id is not None:
         answer = {
             "error_code": int(ErrorCode.transactional_id_authorization_failed),
             "producer_id": -1,

@@ -7,19 +7,34 @@ yet: then `replicas` is the current AR and `adding`/`removing` the difference to
 Served by any node (the tree is the same everywhere).
 
 Not implemented: NOT_CONTROLLER forwarding semantics (every node answers).
+
+Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 
 @register(api_key=46, name="ListPartitionReassignments", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "error_message": None,
+                "topics": [],
+            },
+        )
     from trafka.node.controller.tree_reads import read_reassignment, read_topics
 
     quorum = ctx.broker.quorum

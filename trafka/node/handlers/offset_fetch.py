@@ -9,6 +9,10 @@
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "".
 A group this node does not coordinate answers NOT_COORDINATOR (per partition in v1).
 Not implemented: v9+ (KIP-848 member epochs), v0 (ZooKeeper-stored offsets).
+
+Authorization: DESCRIBE on the GROUP (else GROUP_AUTHORIZATION_FAILED) and on each topic
+(a named partition: TOPIC_AUTHORIZATION_FAILED; all topics: unauthorized ones left out), as
+Kafka.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from trafka.group.messages import OffsetFetchResult, TopicPartition
+from trafka.group.messages import FetchedOffset, OffsetFetchResult, TopicPartition
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 def _requested(topics: Sequence[Any] | None) -> tuple[TopicPartition, ...] | None:
@@ -64,15 +69,35 @@ def _topics(
     return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
 
+async def _fetch(
+    ctx: RequestContext, group_id: str, requested: tuple[TopicPartition, ...] | None
+) -> OffsetFetchResult:
+    """The group's offsets as the sender may see them: DESCRIBE on the group, and per topic
+    DESCRIBE (a named partition: TOPIC_AUTHORIZATION_FAILED; all topics: left out)."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return OffsetFetchResult(ErrorCode.group_authorization_failed)
+    result = await GroupService.of(ctx.broker).offset_fetch(group_id, requested)
+    visible = ctx.authorized_names(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, (p.topic for p in result.partitions)
+    )
+    partitions = tuple(
+        p
+        if p.topic in visible
+        else FetchedOffset(p.topic, p.partition, -1, -1, "", ErrorCode.topic_authorization_failed)
+        for p in result.partitions
+        if p.topic in visible or requested is not None
+    )
+    return OffsetFetchResult(result.error, partitions)
+
+
 @register(api_key=9, name="OffsetFetch", min_version=1, max_version=8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
     cls = response_class(request)
     if has_field(request, "groups"):
         groups = []
         for group in request.groups:
             requested = _requested(group.topics)
-            result = await service.offset_fetch(str(group.group_id), requested)
+            result = await _fetch(ctx, str(group.group_id), requested)
             groups.append(
                 {
                     "group_id": str(group.group_id),
@@ -82,7 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return build(cls, {"throttle_time": 0, "groups": groups})
     requested = _requested(request.topics)
-    result = await service.offset_fetch(str(request.group_id), requested)
+    result = await _fetch(ctx, str(request.group_id), requested)
     return build(
         cls,
         {
