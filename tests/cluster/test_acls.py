@@ -251,7 +251,7 @@ def test_describe_and_delete_acls_with_filters(secured: SecuredNode) -> None:
         AclOperation.ANY,
         AclPermissionType.ANY,
     )
-    removed = list(admin.delete_acls([carol_filter]).values())[0].result(30)
+    removed = next(iter(admin.delete_acls([carol_filter]).values())).result(30)
     assert [(b.name, b.resource_pattern_type) for b in removed] == [
         ("tmp-", ResourcePatternType.PREFIXED)
     ]
