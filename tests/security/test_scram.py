@@ -110,3 +110,45 @@ def test_malformed_or_forged_messages_fail(messages: list[bytes]) -> None:
 def test_iterations_outside_kafkas_bounds_are_refused() -> None:
     with pytest.raises(ScramError, match="must be between 4096 and 16384"):
         make_credential("SCRAM-SHA-512", "x", b"salt", 1000)
+
+
+def _final(password: str, server_first: bytes, echoed_nonce: str, client_first_bare: str) -> bytes:
+    """A client-final message echoing `echoed_nonce`, proof computed as librdkafka does
+    (AuthMessage with the real server-first and the echoed nonce)."""
+    import hashlib
+    import hmac
+
+    attributes = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    salted = hashlib.pbkdf2_hmac(
+        "sha256", password.encode(), base64.b64decode(attributes["s"]), int(attributes["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    without_proof = f"c=biws,r={echoed_nonce}"
+    auth = f"{client_first_bare},{server_first.decode()},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafka_before_2_6_1_doubled_client_nonce_is_accepted_but_nothing_else() -> None:
+    """librdkafka#4895: client-final carries client nonce + server-first nonce."""
+    credential = make_credential("SCRAM-SHA-256", "pencil", SALT_256, 4096)
+    cases = [
+        ("pencil", "abc", True),
+        ("pencil", "", True),
+        ("wrong", "abc", False),
+        ("pencil", "xyz", False),
+        ("pencil", "abcabc", False),
+    ]
+    for password, prefix, accepted in cases:
+        server = _server(credential)
+        server_first = server.evaluate(b"n,,n=user,r=abc")
+        nonce = server_first.decode().split(",")[0][2:]
+        final = _final(password, server_first, prefix + nonce, "n=user,r=abc")
+        if accepted:
+            server.evaluate(final)
+            assert server.complete
+        else:
+            with pytest.raises(ScramError):
+                server.evaluate(final)

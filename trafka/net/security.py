@@ -62,6 +62,8 @@ class ConnectionSession:
     sasl: Any = None
     """The SASL exchange in progress (`trafka.security.sasl.create_server`), once handshaken."""
     sasl_mechanism: str = ""
+    raw_tokens: bool = False
+    """After SaslHandshake v0: the next frames are raw SASL tokens (KIP-43)."""
     close_after_response: bool = False
     """Set by SaslAuthenticate on failure: the server closes after writing the answer."""
     listener: ListenerSecurity = field(default_factory=ListenerSecurity)
@@ -76,6 +78,19 @@ class ConnectionSession:
             authenticated=not listener.uses_sasl,
             listener=listener,
         )
+
+    def evaluate_raw(self, token: bytes) -> bytes:
+        """One raw SASL token after SaslHandshake v0 -> the raw answer; SaslError (or
+        ValueError for an oversized token) ends the exchange (the server closes)."""
+        limit = self.listener.sasl.max_receive_size if self.listener.sasl is not None else 0
+        if len(token) > limit:
+            raise ValueError(f"SASL token of {len(token)} bytes exceeds {limit}")
+        answer: bytes = self.sasl.evaluate(token)
+        if self.sasl.complete:
+            self.principal = KafkaPrincipal.user(str(self.sasl.username))
+            self.authenticated = True
+            self.raw_tokens = False
+        return answer
 
     def admits(self, api_key: int) -> bool:
         """May a request of `api_key` be served now (before/after authentication)?"""

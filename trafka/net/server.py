@@ -336,6 +336,8 @@ class _Connection:
     def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
         """Parse and check one request; raise _CloseConnection (or a header/codec error) to
         close the connection; return the ApiVersions fallback response directly."""
+        if self.session.raw_tokens and not self.session.authenticated:
+            return self._raw_sasl_token(frame)
         api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
         if not self.session.admits(api_key):
             raise _CloseConnection(
@@ -376,6 +378,16 @@ class _Connection:
             turn=turn,
             session=self.session,
         )
+
+    def _raw_sasl_token(self, frame: bytes | memoryview) -> list[Chunk]:
+        """A raw SASL token after SaslHandshake v0 (KIP-43): answered raw; a failure closes."""
+        from trafka.security.errors import SaslError
+
+        try:
+            answer = self.session.evaluate_raw(bytes(frame))
+        except (SaslError, ValueError) as error:
+            raise _CloseConnection(f"SASL authentication failed: {error}") from None
+        return [_SIZE.pack(len(answer)) + answer]
 
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
         try:

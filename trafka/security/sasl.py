@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from trafka.security.errors import SaslError
 from trafka.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from trafka.security.scram import RandomSource, ScramCredential, ScramServer
 
@@ -31,7 +32,7 @@ PLAIN_FAILED_MESSAGE: Final = "Authentication failed: Invalid username or passwo
 _JAAS_OPTION: Final = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-class SaslFailed(Exception):
+class SaslFailed(SaslError):
     """The exchange failed; the message is what the client may be told."""
 
 

@@ -17,7 +17,11 @@ Exchange (server side)::
     server-final   v=<base64 server signature>
 
 `ScramServer` states: RECEIVE_CLIENT_FIRST -> RECEIVE_CLIENT_FINAL -> COMPLETE, or FAILED
-from either (a failed exchange never completes). Unknown users run the exchange with a fake
+from either (a failed exchange never completes). The client-final nonce must be the
+server-first one; librdkafka before 2.6.1 (librdkafka#4895: Debian's kcat 1.7.1 with
+librdkafka 2.0.2) sends the client nonce once more in front of it, which Kafka 3.8.1-3.9
+accepted (``endsWith``) and Kafka 4 refuses: accepted here in exactly that form (the server
+nonce is still in it, so no replay). Unknown users run the exchange with a fake
 credential (so the answer does not reveal whether the user exists) and fail at the proof.
 Pure: the nonce and the fake salt come from a `random.Random`-like source the caller passes.
 """
@@ -33,13 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from trafka.security.errors import SaslError
+
 MECHANISMS: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS: Final = 4096
 MAX_ITERATIONS: Final = 16384
 """Kafka's bounds (ScramMechanism.minIterations / maxIterations)."""
 
 
-class ScramError(Exception):
+class ScramError(SaslError):
     """A malformed message or a failed proof; the exchange is over."""
 
 
@@ -186,6 +192,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._gs2_header = ""
         self.extensions: dict[str, str] = {}
 
@@ -245,6 +252,7 @@ class ScramServer:
         self._credential = credential
         self._claimed_user = user
         server_nonce = self._server_nonce or base64.b64encode(self._random.randbytes(24)).decode()
+        self._client_nonce = client_nonce
         self._nonce = client_nonce + server_nonce
         self._gs2_header = f"{flag},{authzid},"
         self._client_first_bare = bare
@@ -262,7 +270,8 @@ class ScramServer:
         expected_binding = base64.b64encode(self._gs2_header.encode("utf-8")).decode("ascii")
         if attributes.get("c") != expected_binding:
             raise ScramError("invalid SCRAM client final message (channel binding)")
-        if attributes.get("r") != self._nonce:
+        echoed = attributes.get("r")
+        if echoed != self._nonce and echoed != self._client_nonce + self._nonce:
             raise ScramError("Invalid client nonce in the final client message.")
         proof = base64.b64decode(proof_part, validate=True)
         credential = self._credential

@@ -18,6 +18,7 @@ on the same connection gets ILLEGAL_SASL_STATE; sessions are not expired.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 import trio
@@ -26,9 +27,11 @@ from kio.schema.errors import ErrorCode
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.errors import SaslError
 from trafka.security.principal import KafkaPrincipal
 from trafka.security.sasl import PLAIN, SaslFailed
-from trafka.security.scram import ScramError
+
+log = logging.getLogger("trafka.node.sasl")
 
 FAILED_AUTHENTICATION_DELAY_MS: Final = 100
 """Kafka's connection.failed.authentication.delay.ms default."""
@@ -66,7 +69,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"SASL token of {len(token)} bytes exceeds sasl.server.max.receive.size"
             )
         answer = session.sasl.evaluate(token)
-    except (SaslFailed, ScramError) as error:
+    except SaslError as error:
+        log.info(
+            "SASL %s authentication from %s on %s failed: %s",
+            mechanism,
+            ctx.client_host,
+            ctx.listener_name,
+            error,
+        )
         session.close_after_response = True
         await trio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
         if mechanism == PLAIN:

@@ -1,14 +1,14 @@
-"""SaslHandshake v1: pick the SASL mechanism of a connection (KIP-43, KIP-152).
+"""SaslHandshake v0-1: pick the SASL mechanism of a connection (KIP-43, KIP-152).
 
+* v0: the exchange continues with raw size-prefixed SASL tokens, no Kafka header (KIP-43;
+  run by `trafka.net.security.ConnectionSession.evaluate_raw`; a failure closes the
+  connection without an answer, as Kafka);
 * v1: the exchange continues with SaslAuthenticate requests (KIP-152).
 
 On a SASL listener before authentication: an enabled mechanism starts its exchange
 (`trafka.security.sasl`); any other gets UNSUPPORTED_SASL_MECHANISM with the enabled list
 and the connection is closed after the answer (Kafka). On a PLAINTEXT or SSL listener, or a
 second handshake: ILLEGAL_SASL_STATE.
-
-Not implemented: v0 (raw SASL tokens after the handshake, pre-KIP-152 clients): not
-advertised, a v0 request closes the connection.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from trafka.security.sasl import create_server
 _RANDOM = random.SystemRandom()
 
 
-@register(api_key=17, name="SaslHandshake", min_version=1, max_version=1)
+@register(api_key=17, name="SaslHandshake", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     config = None if session is None else session.listener.sasl
@@ -47,4 +47,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     session.sasl = create_server(mechanism, config, _RANDOM)
     session.sasl_mechanism = mechanism
+    # v0: the tokens follow as raw size-prefixed frames (the net server runs them).
+    session.raw_tokens = ctx.api_version == 0
     return build(response_class(request), {"error_code": 0, "mechanisms": list(config.mechanisms)})

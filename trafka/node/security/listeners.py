@@ -146,9 +146,11 @@ def sasl_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
 
 
 def jaas_options(config: BrokerConfig, listener: str, mechanism: str) -> dict[str, str]:
-    text = listener_value(config, listener, f"{mechanism.lower()}.sasl.jaas.config")
+    """The JAAS options of ``listener.name.<l>.<mechanism>.sasl.jaas.config``, else of
+    ``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``."""
+    text = _scoped_values(config).get((listener.upper(), f"{mechanism.lower()}.sasl.jaas.config"))
     if text is None:
-        text = config.get("sasl.jaas.config")
+        text = listener_value(config, listener, "sasl.jaas.config")
     return parse_jaas(text)
 
 
