@@ -266,3 +266,93 @@ def test_describe_and_delete_acls_with_filters(secured: SecuredNode) -> None:
         for future in bob_admin.create_acls([prefixed]).values():
             future.result(30)
     assert refused.value.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED"
+
+
+# ---- ktool acls (kafka-acls.sh's output), through --command-config -------------------------
+
+
+def _ktool(node: SecuredNode | None, bootstrap: str, config: Path | None, *args: str) -> Any:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "trafka.tools.ktool", "acls", "--bootstrap-server", bootstrap]
+    if config is not None:
+        command += ["--command-config", str(config)]
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _command_config(tmp_path: Path, user: str) -> Path:
+    path = tmp_path / f"{user}.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        f'    username="{user}" password="{user}-secret";\n'
+    )
+    return path
+
+
+REPORTS = "`ResourcePattern(resourceType=TOPIC, name=reports, patternType=LITERAL)`"
+DAVE_READ = "(principal=User:dave, host=*, operation=READ, permissionType=ALLOW)"
+DAVE_DESCRIBE = "(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW)"
+
+
+def test_ktool_acls_matches_kafka_acls_sh(secured: SecuredNode, tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{secured.sasl_port}"
+    admin = _command_config(tmp_path, "admin")
+    added = _ktool(
+        secured,
+        bootstrap,
+        admin,
+        "--add",
+        "--allow-principal",
+        "User:dave",
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        "reports",
+    )
+    assert added.returncode == 0, added.stderr
+    both = f" \t{DAVE_READ}\n\t{DAVE_DESCRIBE} \n\n"
+    assert added.stdout == (
+        f"Adding ACLs for resource {REPORTS}: \n{both}Current ACLs for resource {REPORTS}: \n{both}"
+    )
+    listed = _ktool(secured, bootstrap, admin, "--list", "--topic", "reports")
+    assert listed.stdout == f"Current ACLs for resource {REPORTS}: \n{both}"
+    removed = _ktool(
+        secured,
+        bootstrap,
+        admin,
+        "--remove",
+        "--force",
+        "--allow-principal",
+        "User:dave",
+        "--operation",
+        "Read",
+        "--topic",
+        "reports",
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == f"Current ACLs for resource {REPORTS}: \n \t{DAVE_DESCRIBE} \n\n"
+    everything = _ktool(secured, bootstrap, admin, "--list")
+    assert f"Current ACLs for resource {REPORTS}: \n \t{DAVE_DESCRIBE} \n" in everything.stdout
+    assert "name=orders" in everything.stdout
+    # bob may not DESCRIBE the cluster: the tool's one-line error, exit 1.
+    refused = _ktool(secured, bootstrap, _command_config(tmp_path, "bob"), "--list")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "Error while executing ACL command: CLUSTER_AUTHORIZATION_FAILED"
+    )
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(knode: KnodeCluster) -> None:
+    done = _ktool(None, knode.bootstrap_servers, None, "--list")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "Error while executing ACL command: SECURITY_DISABLED: "
+        "No Authorizer is configured on the broker"
+    )
