@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         configs = {str(c.name): c.value for c in resource.configs}
-        error_code, message = await ctx.broker.alter_configs(
+        error_code, message = await ctx.services.configs.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
             functools.partial(_replace_all, configs),

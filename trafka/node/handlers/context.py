@@ -1,20 +1,58 @@
-"""What a handler gets besides its request: the request header and the broker's services."""
+"""What a handler gets besides its request: the request header and the node's services.
+
+`NodeServices` holds one typed port per service of the node, built once by the broker
+(`trafka.node.broker`, the composition root); a handler uses the few it needs and nothing
+else. Every request gets its own `RequestContext` (header fields, its place in the
+connection's order, the principal, the listener and its security protocol).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from trafka.net.security import ConnectionSession
 from trafka.net.server import RequestTurn
+from trafka.node.config.service import ConfigService
+from trafka.node.controller.service import ControllerService
+from trafka.node.group_service import GroupService
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_cache import MetadataCache
+from trafka.node.metadata_store import MetadataStore
+from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.topic_admin import TopicAdmin
+from trafka.node.topics import TopicManager
+from trafka.security.authorizer import AllowAllAuthorizer, Authorizer
 from trafka.security.principal import ANONYMOUS, KafkaPrincipal
 
-if TYPE_CHECKING:
-    from trafka.node.broker import Broker
+
+@dataclass(frozen=True, slots=True)
+class NodeServices:
+    """The node's services, as handlers see them."""
+
+    node_id: int
+    cluster_id: str
+    store: MetadataStore
+    """The metadata tree (DescribeZNodes, DescribeQuorum, reassignment reads and writes)."""
+    metadata: MetadataCache
+    """Live brokers, the controller id, UpdateMetadata."""
+    topics: TopicManager
+    """The topic cache (and the tree writes of topic admin, through `topic_admin`)."""
+    topic_admin: TopicAdmin
+    configs: ConfigService
+    producer_ids: ProducerIdManager
+    groups: GroupService
+    replicas: ReplicaManager
+    logs: LocalLogs
+    controller: ControllerService | None
+    """None on a broker-only node (process.roles=broker), which never runs the controller."""
+    authorizer: Authorizer = field(default_factory=AllowAllAuthorizer)
+    """What a principal may do (allow-all: Kafka without authorizer.class.name)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    broker: Broker
+    services: NodeServices
     api_key: int
     api_version: int
     correlation_id: int
@@ -25,10 +63,10 @@ class RequestContext:
     #: `turn.release()` so the next request on the connection may start (net/server.py).
     turn: RequestTurn = field(default_factory=RequestTurn.first)
     #: Who sent the request (docs/security.md): User:ANONYMOUS on PLAINTEXT, the SASL user,
-    #: or the mapped TLS subject. What an authorizer decides on.
+    #: or the mapped TLS subject. What an authorizer decides on (`NodeServices.authorizer`).
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = ""
     security_protocol: str = "PLAINTEXT"
-    #: The connection's security session (`trafka.net.sasl.session.ConnectionSession`):
-    #: the SASL handlers drive its authentication; None outside a connection.
-    session: Any = None
+    #: The connection's security session (`trafka.net.security.ConnectionSession`): the
+    #: SASL handlers drive its authentication; None outside a connection.
+    session: ConnectionSession | None = None

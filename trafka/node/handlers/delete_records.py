@@ -22,7 +22,7 @@ from trafka.node.handlers.registry import register
 
 @register(api_key=21, name="DeleteRecords", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

@@ -42,7 +42,7 @@ def _infos(quorum: Any, user: str) -> list[dict[str, int]]:
 
 @register(api_key=50, name="DescribeUserScramCredentials", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    quorum = ctx.broker.quorum
+    quorum = ctx.services.store
     results = []
     if quorum is not None:
         if not request.users:

@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
-        error_code, message = await ctx.broker.alter_configs(
+        error_code, message = await ctx.services.configs.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
             functools.partial(_apply_changes, changes),

@@ -37,6 +37,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "producer_epoch": -1,
         }
     else:
-        producer_id = await ctx.broker.allocate_producer_id()
+        producer_id = await ctx.services.producer_ids.allocate()
         answer = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
     return build(response_class(request), {"throttle_time": 0, **answer})

@@ -19,7 +19,6 @@ from typing import Any
 
 from trafka.group.messages import JoinGroupRequest, Protocol
 from trafka.net.kio_shape import build, has_field, ms, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 
@@ -49,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         client_host=client_host(ctx),
         api_version=ctx.api_version,
     )
-    result = await GroupService.of(ctx.broker).join_group(join)
+    result = await ctx.services.groups.join_group(join)
     nullable_protocol = ctx.api_version >= 7
     return build(
         response_class(request),

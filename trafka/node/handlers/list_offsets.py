@@ -26,7 +26,7 @@ from trafka.node.handlers.registry import register
 
 @register(api_key=2, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics = []
     for topic in request.topics:

@@ -12,7 +12,6 @@ from typing import Any
 
 from trafka.group.messages import TopicPartition
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 
@@ -24,7 +23,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.topics
         for p in t.partitions
     )
-    result = await GroupService.of(ctx.broker).offset_delete(str(request.group_id), partitions)
+    result = await ctx.services.groups.offset_delete(str(request.group_id), partitions)
     by_topic: dict[str, list[dict[str, int]]] = {}
     for p in result.partitions:
         by_topic.setdefault(p.topic, []).append(

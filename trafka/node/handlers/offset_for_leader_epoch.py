@@ -23,7 +23,7 @@ from trafka.node.handlers.registry import register
 
 @register(api_key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

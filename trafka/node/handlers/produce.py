@@ -36,7 +36,7 @@ from trafka.node.replication.replica_manager import AppendResult, PendingAppend
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     timeout_ms = max(0, ms(request.timeout))
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     results: dict[tuple[str, int], AppendResult] = {}
     pending: dict[tuple[str, int], PendingAppend] = {}
     entries = [
