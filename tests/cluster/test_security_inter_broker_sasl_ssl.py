@@ -55,7 +55,10 @@ def test_sasl_ssl_inter_broker_cluster_survives_a_leader_sigkill(tmp_path: Path)
             "ssl.client.auth=required",
         ]
     with cluster:
-        cluster.start_all()
+        for node_id in cluster.nodes:
+            cluster.start(node_id, wait=False)
+        for node_id in cluster.nodes:
+            cluster.wait_ready(node_id, timeout_s=240)  # three voters on 2 loaded cores
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         _create_topic(admin, "numbers", partitions=NUMBERED_PARTITIONS)
         wait_until(

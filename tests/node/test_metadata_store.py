@@ -1,4 +1,5 @@
-"""One contract, two MetadataStores: the file-backed fake and the Raft quorum (one voter)."""
+"""One contract, two MetadataStores: the in-memory tree (`LocalTransport`) and the Raft quorum
+(one voter)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ import trio
 
 from tests.support.ports import free_port
 from trafka.node.metadata_store import (
-    FileMetadataStore,
     MetadataStore,
     NodeExists,
     NoNode,
     QuorumMetadataStore,
+    memory_store,
 )
 
 
-@pytest.fixture(params=["file", "quorum"])
+@pytest.fixture(params=["memory", "quorum"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataStore]:
-    if request.param == "file":
-        yield FileMetadataStore(tmp_path / "tree.json")
+    if request.param == "memory":
+        async with memory_store() as in_memory:
+            yield in_memory
         return
     from trafka.metadata_quorum.bridge import MetadataQuorum
     from trafka.metadata_quorum.config import config_from_properties

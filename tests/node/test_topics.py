@@ -1,15 +1,15 @@
-"""TopicManager over the file-backed MetadataStore fake: Kafka's rules, errors, persistence."""
+"""TopicManager over the in-memory tree (`memory_store`): Kafka's rules, errors, persistence."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
-from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.topics import (
     TopicError,
     TopicManager,
@@ -20,18 +20,24 @@ from trafka.node.topics import (
 )
 
 
-def _manager(path: Path, brokers: list[int] | None = None) -> TopicManager:
+def _manager(store: MetadataStore, brokers: list[int] | None = None) -> TopicManager:
     def reject_unknown(configs: dict[str, str]) -> None:
         if any(key not in ("retention.ms", "cleanup.policy") for key in configs):
             raise TopicError(ErrorCode.invalid_config, "Unknown topic config")
 
     return TopicManager(
-        FileMetadataStore(path / "tree.json"),
+        store,
         node_id=1,
         live_brokers=lambda: brokers or [1],
         validate_configs=reject_unknown,  # type: ignore[arg-type]
         rng=random.Random(7),
     )
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
 
 
 @pytest.mark.parametrize(
@@ -65,8 +71,8 @@ def test_topic_id_text_round_trip() -> None:
     assert topic_id_text(topic_id) == "piCJXZbdMl-EA_kH6z5exQ"
 
 
-async def test_create_persists_and_reloads(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_create_persists_and_reloads(store: MetadataStore) -> None:
+    manager = _manager(store)
     plan = manager.check_create(
         "orders",
         3,
@@ -80,21 +86,21 @@ async def test_create_persists_and_reloads(tmp_path: Path) -> None:
     assert sorted(created.partitions) == [0, 1, 2]
     assert created.partitions[0].leader == 1 and created.partitions[0].isr == (1,)
 
-    reloaded = _manager(tmp_path)
+    reloaded = _manager(store)
     await reloaded.load()
     state = reloaded.get("orders")
     assert state is not None
     assert state.topic_id == created.topic_id
     assert state.configs == {"retention.ms": "1000"}
     assert reloaded.by_id(created.topic_id) == state
-    raw = await FileMetadataStore(tmp_path / "tree.json").get(znodes.topic_path("orders"))
+    raw = await store.get(znodes.topic_path("orders"))
     assert raw is not None
     assignment = znodes.TopicAssignment.from_json(raw)
     assert assignment.partitions == {0: (1,), 1: (1,), 2: (1,)}
 
 
-async def test_create_checks_in_kafkas_order(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_create_checks_in_kafkas_order(store: MetadataStore) -> None:
+    manager = _manager(store)
     plan = manager.check_create(
         "a.b", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )
@@ -143,8 +149,8 @@ async def test_create_checks_in_kafkas_order(tmp_path: Path) -> None:
     assert len(defaults) == 4
 
 
-async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_add_partitions_delete_and_configs(store: MetadataStore) -> None:
+    manager = _manager(store)
     plan = manager.check_create(
         "t", 2, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )
@@ -158,13 +164,13 @@ async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
         await manager.add_partitions("t", 6, [[1]])
     assert caught.value.error_code == ErrorCode.invalid_replica_assignment
     await manager.set_configs("t", {"cleanup.policy": "compact"})
-    reloaded = _manager(tmp_path)
+    reloaded = _manager(store)
     await reloaded.load()
     state = reloaded.get("t")
     assert state is not None and len(state.partitions) == 4
     assert state.configs == {"cleanup.policy": "compact"}
     await reloaded.delete("t")
-    again = _manager(tmp_path)
+    again = _manager(store)
     await again.load()
     assert again.get("t") is None
     with pytest.raises(TopicError) as caught:
@@ -172,8 +178,8 @@ async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
     assert caught.value.error_code == ErrorCode.unknown_topic_or_partition
 
 
-async def test_concurrent_creation_loses_with_topic_already_exists(tmp_path: Path) -> None:
-    first, second = _manager(tmp_path), _manager(tmp_path)
+async def test_concurrent_creation_loses_with_topic_already_exists(store: MetadataStore) -> None:
+    first, second = _manager(store), _manager(store)
     plan = first.check_create(
         "race", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )

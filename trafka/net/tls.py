@@ -19,10 +19,11 @@ SASL_SSL the SASL exchange decides the principal).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -142,6 +143,16 @@ def client_context(settings: TlsSettings) -> ssl.SSLContext:
     return context
 
 
+@contextlib.contextmanager
+def _as_os_errors() -> Iterator[None]:
+    """A broken TLS stream fails like a broken socket (OSError), which every caller of the
+    framing code handles (the client closes the connection, the server drops it)."""
+    try:
+        yield
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+        raise ConnectionResetError(f"TLS connection broken: {error.__cause__ or error}") from error
+
+
 class TlsTransport:
     """A trio SSLStream with the socket methods `trafka.net.framing` calls."""
 
@@ -150,19 +161,24 @@ class TlsTransport:
         self._file_buffer: bytearray | None = None
 
     async def recv_into(self, view: memoryview | bytearray) -> int:
-        data = await self.stream.receive_some(len(view))
+        with _as_os_errors():
+            data = await self.stream.receive_some(len(view))
         size = len(data)
         view[:size] = data
         return size
 
     async def send(self, data: bytes | bytearray | memoryview) -> int:
-        await self.stream.send_all(data)
+        await self._send_all(data)
         return len(data)
 
     async def sendmsg(self, buffers: Sequence[bytes | bytearray | memoryview]) -> int:
         joined = b"".join(buffers)
-        await self.stream.send_all(joined)
+        await self._send_all(joined)
         return len(joined)
+
+    async def _send_all(self, data: bytes | bytearray | memoryview) -> None:
+        with _as_os_errors():
+            await self.stream.send_all(data)
 
     async def send_chunks(self, chunks: Sequence[Chunk]) -> None:
         """Bytes and file regions, in order, in writes of up to 256 KiB."""
@@ -176,10 +192,10 @@ class TlsTransport:
             pending.append(chunk)
             pending_size += len(chunk)
             if pending_size >= _WRITE_BUFFER_BYTES:
-                await self.stream.send_all(b"".join(pending))
+                await self._send_all(b"".join(pending))
                 pending, pending_size = [], 0
         if pending:
-            await self.stream.send_all(b"".join(pending))
+            await self._send_all(b"".join(pending))
 
     async def _send_region(
         self, region: FileRegion, head: list[bytes | bytearray | memoryview]
@@ -192,7 +208,7 @@ class TlsTransport:
             offset, end = region.position, region.position + region.length
             prefix = b"".join(head)
             if len(prefix) > len(buffer) // 2:
-                await self.stream.send_all(prefix)
+                await self._send_all(prefix)
                 prefix = b""
             while offset < end or prefix:
                 room = len(buffer) - len(prefix)
@@ -202,7 +218,7 @@ class TlsTransport:
                 if want and got == 0:
                     raise OSError(f"{region.path} ended before {end}")
                 offset += got
-                await self.stream.send_all(buffer[: len(prefix) + got])
+                await self._send_all(buffer[: len(prefix) + got])
                 prefix = b""
         finally:
             os.close(fd)

@@ -19,7 +19,7 @@ Formats follow kafka-reassign-partitions.sh and kafka-leader-election.sh (REFERE
 
 Requests that only the controller serves (AlterPartitionReassignments, ElectLeaders) go to
 the controller named in the Metadata response. `generate` uses Kafka's
-`assignReplicasToBrokers` (`trafka.node.controller.assignment`). Failures print one line on
+`assignReplicasToBrokers` (`trafka.node.replica_assignment`). Failures print one line on
 stderr and exit with status 1.
 
 Replication throttles (KIP-73), as kafka-reassign-partitions.sh sets and clears them:
@@ -452,12 +452,11 @@ def generate(
     bootstrap_server: Bootstrap = "localhost:9092",
 ) -> None:
     """Propose a plan moving the listed topics onto the listed brokers."""
-    from trafka.node.controller.assignment import (
+    from trafka.node.replica_assignment import (
         AssignmentError,
-        BrokerPlacement,
         assign_replicas_to_brokers,
+        placements_of,
     )
-    from trafka.node.replication.ids import BrokerId
 
     async def command() -> None:
         raw = _read_json(topics_file)
@@ -479,9 +478,7 @@ def generate(
         missing = [t for t in topics if not any(k[0] == t for k in current)]
         if missing:
             raise CommandError(f"Topic {missing[0]} not found")
-        placements = [BrokerPlacement(BrokerId(b), racks.get(b)) for b in brokers]
-        if any(p.rack is None for p in placements):
-            placements = [BrokerPlacement(p.broker_id) for p in placements]
+        placements = placements_of({b: racks.get(b) for b in brokers})
         proposed: dict[tuple[str, int], list[int]] = {}
         for topic in topics:
             partitions = sorted(p for t, p in current if t == topic)

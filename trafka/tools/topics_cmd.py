@@ -55,6 +55,7 @@ import typer
 
 from trafka.client import command_config
 from trafka.client.metadata import MetadataReadError, read_znodes
+from trafka.log.names import COLLISION_WARNING, has_collision_chars, topic_name_error
 from trafka.metadata_quorum import znodes
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
@@ -165,6 +166,12 @@ def create(
     """Create a topic."""
 
     async def command() -> None:
+        # Checked here first, as kafka-topics.sh does (the broker checks again).
+        name_error = topic_name_error(topic)
+        if name_error is not None:
+            raise TopicCommandError(name_error)
+        if has_collision_chars(topic):
+            print(COLLISION_WARNING, file=sys.stderr)
         configs = _parse_configs(config)
         assignment = _parse_assignment(replica_assignment)
         connection = await _connect(bootstrap_server)

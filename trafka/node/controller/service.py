@@ -51,15 +51,16 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import trio
 
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.config.broker import BrokerConfig
 from trafka.node.controller import tree_ops, watch_routes
 from trafka.node.controller.channel import BrokerChannel
-from trafka.node.controller.effects import ControllerStep
+from trafka.node.controller.effects import ControlledShutdownAnswer, ControllerStep
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
@@ -79,6 +80,7 @@ from trafka.node.controller.tree_reads import (
 )
 from trafka.node.controller.watch_routes import PendingChanges
 from trafka.node.controller.watcher import TreeWatcher
+from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import BrokerId
 from trafka.node.security.inter_broker import InterBrokerClient
 
@@ -90,16 +92,27 @@ EVENT_QUEUE_MAX = 1_000
 MAX_CONSECUTIVE_FAILED_STEPS = 20
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass(frozen=True, slots=True)
 class _Reply:
     """An event whose step goes back to a waiting request handler (ElectLeaders, cancel)."""
 
     event: ControllerEvent
     reply: trio.MemorySendChannel[ControllerStep]
+
+
+def controller_config_of(config: BrokerConfig) -> ControllerConfig:
+    """The controller's settings from the node's (effective) broker config."""
+    return ControllerConfig(
+        unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+        auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_per_broker_percentage=config.get_int(
+            "leader.imbalance.per.broker.percentage"
+        ),
+        leader_imbalance_check_interval_seconds=config.get_int(
+            "leader.imbalance.check.interval.seconds"
+        ),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+    )
 
 
 class ControllerService:
@@ -109,27 +122,33 @@ class ControllerService:
         self,
         *,
         node_id: int,
-        quorum: Any,
+        store: MetadataStore,
         config: ControllerConfig,
+        clock: Clock = SYSTEM_CLOCK,
         inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.node_id = node_id
         #: How to reach brokers: the inter-broker listener and its security (issue 12, 14).
         self.inter_broker = inter_broker or InterBrokerClient()
-        self.quorum = quorum
+        self.store = store
+        self._clock = clock
         self.config = config
         self.controller: Controller | None = None
         self.channels: dict[BrokerId, BrokerChannel] = {}
-        self.watcher = TreeWatcher(quorum)
+        self.watcher = TreeWatcher(store)
         self._pending = PendingChanges()
         self._routed = False
         self._last_full_reread_s = 0.0
-        self._send_events, self._receive_events = trio.open_memory_channel[Any](EVENT_QUEUE_MAX)
+        self._send_events, self._receive_events = trio.open_memory_channel[
+            ControllerEvent | _Reply
+        ](EVENT_QUEUE_MAX)
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._timer_scopes: list[trio.CancelScope] = []
         self._failed_steps = 0
-        self.pending_answers: dict[BrokerId, list[trio.MemorySendChannel[Any]]] = {}
+        self.pending_answers: dict[
+            BrokerId, list[trio.MemorySendChannel[ControlledShutdownAnswer]]
+        ] = {}
         self._config_topics: set[str] | None = set()
         """Topics whose configs to re-read on the next tick; None: all of them."""
 
@@ -226,7 +245,7 @@ class ControllerService:
                 nursery.cancel_scope.cancel()
 
     async def _tick(self) -> None:
-        holder = controller_id_in_tree(self.quorum)
+        holder = controller_id_in_tree(self.store)
         if self.is_active and holder != self.node_id:
             log.info("node %d: /controller is %d now: resigning", self.node_id, holder)
             await self._resign()
@@ -234,7 +253,7 @@ class ControllerService:
             await self._elect()
             return
         if not self.is_active:
-            get_node(self.quorum, znodes.CONTROLLER, watch=True)
+            get_node(self.store, znodes.CONTROLLER, watch=True)
             return
         while True:
             try:
@@ -275,12 +294,12 @@ class ControllerService:
         return events
 
     async def _elect(self) -> None:
-        registration = znodes.ControllerRegistration(self.node_id, _now_ms())
+        registration = znodes.ControllerRegistration(self.node_id, self._clock.now_ms())
         try:
-            await self.quorum.create(znodes.CONTROLLER, registration.to_json(), ephemeral=True)
+            await self.store.create(znodes.CONTROLLER, registration.to_json(), ephemeral=True)
         except ZooKeeperError:
             return  # somebody else won (or the quorum is unavailable): try again later
-        await self.quorum.sync()
+        await self.store.sync()
         self.controller = Controller(BrokerId(self.node_id), self.config)
         self.watcher.reset()
         self._pending.mark_everything()  # arm every watch of the new term
@@ -291,10 +310,10 @@ class ControllerService:
             except trio.WouldBlock:
                 break
         self._config_topics = set()  # the snapshot reads every topic's configs
-        snapshot = read_snapshot(self.quorum)
+        snapshot = read_snapshot(self.store)
         self.watcher.remember(snapshot)
         self._sync_channels(snapshot.brokers)
-        await self._process(ControllerFailover(snapshot, _now_ms()))
+        await self._process(ControllerFailover(snapshot, self._clock.now_ms()))
         if self.is_active:
             log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
 
@@ -312,7 +331,7 @@ class ControllerService:
                 log.warning("controller: %d failed steps in a row: resigning", self._failed_steps)
                 await self._resign()
                 return None
-            snapshot = read_snapshot(self.quorum)
+            snapshot = read_snapshot(self.store)
             step = controller.handle(WritesFailed(snapshot))
         self._perform(step)
         if step.resigned or not controller.is_active:
@@ -323,12 +342,12 @@ class ControllerService:
         if not step.writes:
             return True
         try:
-            multis = tree_ops.to_multis(step.writes, ClientTreeView(self.quorum))
+            multis = tree_ops.to_multis(step.writes, ClientTreeView(self.store))
             for ops in multis:
-                await self.quorum.multi(list(ops))
+                await self.store.multi(list(ops))
         except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
             log.info("controller multi failed: %s", error)
-            await self.quorum.sync()
+            await self.store.sync()
             return False
         return True
 
@@ -373,8 +392,8 @@ class ControllerService:
 
         async def fire() -> None:
             with scope:
-                await trio.sleep(max(0.0, (at_ms - _now_ms()) / 1000))
-                self.submit(AutoPreferredReplicaLeaderElection(_now_ms()))
+                await trio.sleep(max(0.0, (at_ms - self._clock.now_ms()) / 1000))
+                self.submit(AutoPreferredReplicaLeaderElection(self._clock.now_ms()))
 
         self._nursery.start_soon(fire)
 
@@ -409,9 +428,9 @@ class ControllerService:
                 waiter.close()
         self.pending_answers.clear()
         # If /controller is still ours (e.g. too many failed steps), give it up.
-        if controller_id_in_tree(self.quorum) == self.node_id:
+        if controller_id_in_tree(self.store) == self.node_id:
             try:
-                await self.quorum.delete(znodes.CONTROLLER)
+                await self.store.delete(znodes.CONTROLLER)
             except ZooKeeperError:
                 pass
 

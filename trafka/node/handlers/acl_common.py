@@ -48,6 +48,6 @@ def refusal(ctx: RequestContext, operation: AclOperation) -> tuple[ErrorCode, st
     authorizer; None when the request may go on."""
     if not ctx.authorize(operation):
         return ErrorCode.cluster_authorization_failed, None
-    if ctx.broker.acls is None or not isinstance(ctx.broker.authorizer, AclAuthorizer):
+    if ctx.services.acls is None or not isinstance(ctx.services.authorizer, AclAuthorizer):
         return ErrorCode.security_disabled, SECURITY_DISABLED_MESSAGE
     return None

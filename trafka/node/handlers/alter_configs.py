@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_code: int = int(refused[0])
             message: str | None = refused[1]
         else:
-            error_code, message = await ctx.broker.alter_configs(
+            error_code, message = await ctx.services.configs.alter_configs(
                 int(resource.resource_type),
                 str(resource.resource_name),
                 functools.partial(_replace_all, configs),

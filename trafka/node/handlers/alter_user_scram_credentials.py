@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ],
             },
         )
-    store = ctx.broker.store
+    store = ctx.services.store
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     order: list[str] = []
     seen: set[tuple[str, int]] = set()
@@ -118,7 +118,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 bytes(upsertion.salted_password),
                 int(upsertion.iterations),
             )
-        elif scram_store.lookup(ctx.broker.quorum, name, mechanism_name) is None:
+        elif scram_store.lookup(ctx.services.store, name, mechanism_name) is None:
             note(
                 name,
                 ErrorCode.resource_not_found,

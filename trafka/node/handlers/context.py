@@ -1,29 +1,72 @@
-"""What a handler gets besides its request: the request header and the broker's services."""
+"""What a handler gets besides its request: the request header and the node's services.
+
+`NodeServices` holds one typed port per service of the node, built once by the broker
+(`trafka.node.broker`, the composition root); a handler uses the few it needs and nothing
+else. Every request gets its own `RequestContext` (header fields, its place in the
+connection's order, the principal, the listener and its security protocol).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from trafka.net.security import ConnectionSession
 from trafka.net.server import RequestTurn
+from trafka.node.config.service import ConfigService
+from trafka.node.controller.service import ControllerService
+from trafka.node.group_service import GroupService
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_cache import MetadataCache
+from trafka.node.metadata_store import MetadataStore
+from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.security.acls import AclService
+from trafka.node.topic_admin import TopicAdmin
+from trafka.node.topics import TopicManager
 from trafka.security.acl import authorized_operations_bits
 from trafka.security.authorizer import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
     Action,
+    AllowAllAuthorizer,
+    Authorizer,
     Requester,
     ResourceType,
 )
 from trafka.security.principal import ANONYMOUS, KafkaPrincipal
 
-if TYPE_CHECKING:
-    from trafka.node.broker import Broker
+
+@dataclass(frozen=True, slots=True)
+class NodeServices:
+    """The node's services, as handlers see them."""
+
+    node_id: int
+    cluster_id: str
+    store: MetadataStore
+    """The metadata tree (DescribeZNodes, DescribeQuorum, reassignment reads and writes)."""
+    metadata: MetadataCache
+    """Live brokers, the controller id, UpdateMetadata."""
+    topics: TopicManager
+    """The topic cache (and the tree writes of topic admin, through `topic_admin`)."""
+    topic_admin: TopicAdmin
+    configs: ConfigService
+    producer_ids: ProducerIdManager
+    groups: GroupService
+    replicas: ReplicaManager
+    logs: LocalLogs
+    controller: ControllerService | None
+    """None on a broker-only node (process.roles=broker), which never runs the controller."""
+    authorizer: Authorizer = field(default_factory=AllowAllAuthorizer)
+    """What a principal may do (allow-all: Kafka without authorizer.class.name)."""
+    acls: AclService | None = None
+    """The ACL store and change listener when `authorizer` is an ACL authorizer
+    (`trafka.node.security.acls`); None: the ACL APIs answer SECURITY_DISABLED."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    broker: Broker
+    services: NodeServices
     api_key: int
     api_version: int
     correlation_id: int
@@ -34,13 +77,13 @@ class RequestContext:
     #: `turn.release()` so the next request on the connection may start (net/server.py).
     turn: RequestTurn = field(default_factory=RequestTurn.first)
     #: Who sent the request (docs/security.md): User:ANONYMOUS on PLAINTEXT, the SASL user,
-    #: or the mapped TLS subject. What an authorizer decides on.
+    #: or the mapped TLS subject. What an authorizer decides on (`NodeServices.authorizer`).
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = ""
     security_protocol: str = "PLAINTEXT"
-    #: The connection's security session (`trafka.net.sasl.session.ConnectionSession`):
-    #: the SASL handlers drive its authentication; None outside a connection.
-    session: Any = None
+    #: The connection's security session (`trafka.net.security.ConnectionSession`): the
+    #: SASL handlers drive its authentication; None outside a connection.
+    session: ConnectionSession | None = None
 
     # ---- authorization (docs/security.md, "Authorization") -------------------------------
     # A handler asks once per resource it touches; the node's authorizer (allow-all without
@@ -60,14 +103,14 @@ class RequestContext:
     ) -> bool:
         """May the sender perform `operation` on the resource (the cluster by default)?"""
         action = Action(operation, resource_type, name)
-        return self.broker.authorizer.authorize(self.requester, [action])[0]
+        return self.services.authorizer.authorize(self.requester, [action])[0]
 
     def authorized_names(
         self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
     ) -> set[str]:
         """The names among `names` on which the sender may perform `operation`."""
         unique = sorted(set(names))
-        decisions = self.broker.authorizer.authorize(
+        decisions = self.services.authorizer.authorize(
             self.requester, [Action(operation, resource_type, name) for name in unique]
         )
         return {name for name, allowed in zip(unique, decisions, strict=True) if allowed}
@@ -77,5 +120,5 @@ class RequestContext:
     ) -> int:
         """KIP-430's bit set of the operations the sender may perform on the resource."""
         return authorized_operations_bits(
-            self.broker.authorizer, self.requester, resource_type, name
+            self.services.authorizer, self.requester, resource_type, name
         )

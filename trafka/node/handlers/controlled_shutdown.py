@@ -28,7 +28,7 @@ ANSWER_TIMEOUT_S = 10.0
 
 @register(api_key=7, name="ControlledShutdown", min_version=1, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = ctx.broker.controller_service
+    service = ctx.services.controller
     if service is None or not service.is_active:
         return build(
             response_class(request),

@@ -69,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results[index]["error_message"] = f"Invalid ACL creation: {error}"
             continue
         valid.append((index, binding))
-    acls = ctx.broker.acls
+    acls = ctx.services.acls
     assert acls is not None
     try:
         await acls.create([binding for _, binding in valid])

@@ -29,7 +29,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=37, name="CreatePartitions", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
     results = []
     for topic in request.topics:
@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if topic.assignments
                 else None
             )
-            await broker.add_partitions(
+            await services.topic_admin.add_partitions(
                 name, int(topic.count), assignments, validate_only=bool(request.validate_only)
             )
         except TopicError as error:

@@ -33,7 +33,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=19, name="CreateTopics", min_version=2, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
     cluster_create = ctx.authorize(AclOperation.CREATE)
     results = []
@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             assignments = {
                 int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments
             }
-            state_or_plan = await broker.create_topic(
+            state_or_plan = await services.topic_admin.create_topic(
                 name,
                 int(topic.num_partitions),
                 int(topic.replication_factor),
@@ -86,7 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "config_source": int(entry.source),
                     "is_sensitive": entry.sensitive,
                 }
-                for entry in broker.describe_topic_configs(name, clean)
+                for entry in services.configs.describe_topic_configs(name, clean)
             ]
         except TopicError as error:
             result["error_code"] = int(error.error_code)

@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results[index] = _result(ErrorCode.invalid_request, str(error))
             continue
         valid.append((index, binding_filter))
-    acls = ctx.broker.acls
+    acls = ctx.services.acls
     assert acls is not None
     try:
         removed = await acls.delete([binding_filter for _, binding_filter in valid])

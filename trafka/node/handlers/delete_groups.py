@@ -15,7 +15,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -23,7 +22,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=42, name="DeleteGroups", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
+    service = ctx.services.groups
     results = []
     for group_id in request.groups_names:
         if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, str(group_id)):

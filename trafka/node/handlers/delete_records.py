@@ -26,7 +26,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=21, name="DeleteRecords", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     deletable = ctx.authorized_names(
         AclOperation.DELETE, ResourceType.TOPIC, (str(t.name) for t in request.topics)

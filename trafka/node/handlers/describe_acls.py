@@ -66,6 +66,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         binding_filter.validate()
     except AclError as error:
         return answer(ErrorCode.invalid_request, str(error), [])
-    acls = ctx.broker.acls
+    acls = ctx.services.acls
     assert acls is not None
     return answer(ErrorCode.none, None, resources_of(acls.authorizer.bindings(binding_filter)))

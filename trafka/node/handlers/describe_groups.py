@@ -18,7 +18,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -28,7 +27,7 @@ _UNKNOWN_OPERATIONS = -(2**31)
 
 @register(api_key=15, name="DescribeGroups", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
+    service = ctx.services.groups
     groups = []
     with_operations = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:

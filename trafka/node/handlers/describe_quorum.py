@@ -34,13 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             response_class(request),
             {"error_code": int(ErrorCode.cluster_authorization_failed), "topics": []},
         )
-    quorum = ctx.broker.quorum
-    if quorum is None:
-        return build(
-            response_class(request),
-            {"error_code": int(ErrorCode.broker_not_available), "topics": []},
-        )
-    ours = describe_quorum_topics(quorum.status())
+    ours = describe_quorum_topics(ctx.services.store.status())
     topics: list[dict[str, Any]] = []
     for topic in request.topics:
         if topic.topic_name == METADATA_TOPIC:

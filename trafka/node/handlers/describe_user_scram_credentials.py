@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "results": [],
             },
         )
-    quorum = ctx.broker.quorum
+    quorum = ctx.services.store
     results = []
     if quorum is not None:
         if not request.users:

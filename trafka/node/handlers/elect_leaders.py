@@ -62,11 +62,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for p in t.partitions
         ]
         return _answer(request, code, {tp: (code, None) for tp in named})
-    broker = ctx.broker
+    services = ctx.services
     if request.topic_partitions is None:
         wanted = [
             TopicPartition(name, p)
-            for name, state in sorted(broker.topics.topics.items())
+            for name, state in sorted(services.topics.topics.items())
             for p in sorted(state.partitions)
         ]
     else:
@@ -75,7 +75,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for t in request.topic_partitions
             for p in t.partitions
         ]
-    service = broker.controller_service
+    service = services.controller
     if service is None or not service.is_active:
         code = int(ErrorCode.not_controller)
         return _answer(request, code, {tp: (code, None) for tp in wanted})

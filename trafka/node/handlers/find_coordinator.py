@@ -25,7 +25,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.kio_shape import build, has_field, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -42,7 +41,7 @@ async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
     ):
         error, info = ErrorCode.transactional_id_authorization_failed, None
     elif key_type == _GROUP:
-        error, info = await GroupService.of(ctx.broker).find_coordinator(key)
+        error, info = await ctx.services.groups.find_coordinator(key)
     elif key_type == _TRANSACTION:
         error, info = ErrorCode.transactional_id_authorization_failed, None
     else:

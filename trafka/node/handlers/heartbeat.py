@@ -17,7 +17,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import HeartbeatRequest
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -30,7 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             response_class(request),
             {"throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)},
         )
-    error = await GroupService.of(ctx.broker).heartbeat(
+    error = await ctx.services.groups.heartbeat(
         HeartbeatRequest(
             group_id=str(request.group_id),
             generation_id=int(request.generation_id),

@@ -43,7 +43,7 @@ def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | N
         return ErrorCode.transactional_id_authorization_failed
     if ctx.authorize(AclOperation.IDEMPOTENT_WRITE):
         return None
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if isinstance(authorizer, AclAuthorizer) and authorizer.may_write_some_topic(ctx.requester):
         return None
     return ErrorCode.cluster_authorization_failed
@@ -61,6 +61,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "producer_epoch": -1,
         }
     else:
-        producer_id = await ctx.broker.allocate_producer_id()
+        producer_id = await ctx.services.producer_ids.allocate()
         answer = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
     return build(response_class(request), {"throttle_time": 0, **answer})

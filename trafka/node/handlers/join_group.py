@@ -23,7 +23,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import JoinGroupRequest, Protocol
 from trafka.net.kio_shape import build, has_field, ms, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -64,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         client_host=client_host(ctx),
         api_version=ctx.api_version,
     )
-    result = await GroupService.of(ctx.broker).join_group(join)
+    result = await ctx.services.groups.join_group(join)
     nullable_protocol = ctx.api_version >= 7
     return build(
         response_class(request),

@@ -19,7 +19,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import LeavingMember
 from trafka.net.kio_shape import build, has_field, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -39,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     else:
         leaving = (LeavingMember(str(request.member_id), None),)
-    result = await GroupService.of(ctx.broker).leave_group(str(request.group_id), leaving)
+    result = await ctx.services.groups.leave_group(str(request.group_id), leaving)
     error = result.error
     if not batched and error == ErrorCode.none and result.members:
         error = result.members[0].error

@@ -16,7 +16,6 @@ from typing import Any
 
 from trafka.group.state import GroupState, parse_state_filter
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -28,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states: frozenset[GroupState] | None = None
     if names:
         states = frozenset(state for state in map(parse_state_filter, names) if state is not None)
-    error, listings = await GroupService.of(ctx.broker).list_groups(states)
+    error, listings = await ctx.services.groups.list_groups(states)
     if not ctx.authorize(AclOperation.DESCRIBE):
         visible = ctx.authorized_names(
             AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listings)

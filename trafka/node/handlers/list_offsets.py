@@ -31,7 +31,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=2, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics: list[dict[str, Any]] = []
     described = ctx.authorized_names(

@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.kio_shape import build, response_class
+from trafka.node.controller.tree_reads import read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
@@ -35,10 +36,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "topics": [],
             },
         )
-    from trafka.node.controller.tree_reads import read_reassignment, read_topics
-
-    quorum = ctx.broker.quorum
-    topics = read_topics(quorum)
+    store = ctx.services.store
+    topics = read_topics(store)
     ongoing: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
     for name, assignment in topics.items():
         data = assignment.data
@@ -48,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 tuple(data.adding_replicas.get(partition, ())),
                 tuple(data.removing_replicas.get(partition, ())),
             )
-    plan = read_reassignment(quorum)
+    plan = read_reassignment(store)
     for entry in plan.data.partitions if plan is not None else ():
         key = (entry.topic, entry.partition)
         if key in ongoing or entry.topic not in topics:

@@ -36,7 +36,7 @@ TOPIC = ResourceType.TOPIC
 
 
 def topic_metadata(ctx: RequestContext, topic: TopicState) -> dict[str, Any]:
-    live = set(ctx.broker.live_broker_ids())
+    live = set(ctx.services.metadata.live_broker_ids())
     partitions = []
     for index in sorted(topic.partitions):
         state = topic.partitions[index]
@@ -75,8 +75,8 @@ def _error_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None 
 
 @register(api_key=3, name="Metadata", min_version=0, max_version=11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    topics_manager = broker.topics
+    services = ctx.services
+    topics_manager = services.topics
     version = ctx.api_version
     requested = request.topics
     allow_auto_create = bool(getattr(request, "allow_auto_topic_creation", True))
@@ -115,7 +115,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     answer.append(_error_topic(name, ErrorCode.topic_authorization_failed))
                     continue
                 try:
-                    state = await broker.auto_create_topic(name)
+                    state = await services.topic_admin.auto_create_topic(name)
                 except TopicError as error:
                     answer.append(_error_topic(name, error.error_code))
                     continue
@@ -138,10 +138,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "throttle_time": 0,
             "brokers": [
                 {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers(ctx.listener_name)
+                for b in services.metadata.live_brokers(ctx.listener_name)
             ],
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(),
+            "cluster_id": services.cluster_id,
+            "controller_id": services.metadata.controller_id(),
             "topics": answer,
             "cluster_authorized_operations": cluster_operations,
         },

@@ -17,7 +17,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import PartitionError, TopicPartition
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -40,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     refused = [p for p in partitions if p.topic not in readable]
     partitions = tuple(p for p in partitions if p.topic in readable)
-    result = await GroupService.of(ctx.broker).offset_delete(str(request.group_id), partitions)
+    result = await ctx.services.groups.offset_delete(str(request.group_id), partitions)
     denied = tuple(
         PartitionError(t.topic, t.partition, ErrorCode.topic_authorization_failed) for t in refused
     )

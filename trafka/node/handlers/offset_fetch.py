@@ -24,7 +24,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import FetchedOffset, OffsetFetchResult, TopicPartition
 from trafka.net.kio_shape import build, has_field, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -76,7 +75,7 @@ async def _fetch(
     DESCRIBE (a named partition: TOPIC_AUTHORIZATION_FAILED; all topics: left out)."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
-    result = await GroupService.of(ctx.broker).offset_fetch(group_id, requested)
+    result = await ctx.services.groups.offset_fetch(group_id, requested)
     visible = ctx.authorized_names(
         AclOperation.DESCRIBE, ResourceType.TOPIC, (p.topic for p in result.partitions)
     )

@@ -29,7 +29,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 @register(api_key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     described: set[str] | None = None
     if int(getattr(request, "replica_id", -1)) < 0:  # a follower was admitted by dispatch

@@ -42,7 +42,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     timeout_ms = max(0, ms(request.timeout))
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     results: dict[tuple[str, int], AppendResult] = {}
     pending: dict[tuple[str, int], PendingAppend] = {}
     entries = [

@@ -8,7 +8,7 @@ Each module under `trafka.node.handlers` declares, at import time::
 `handle` receives the decoded kio request of the negotiated version and returns the kio
 response of the same version (`kio_shape.build(response_class(request), {...})`), or None
 when no response must be sent (Produce with acks=0). Handlers translate and delegate to the
-broker's services (`ctx.broker`); they hold no state of their own.
+node's services (`ctx.services`); they hold no state of their own.
 
 ApiVersions is derived from `supported_versions()`; the net server is given the same table
 so it answers UNSUPPORTED_VERSION for anything outside it. `load_all()` imports every

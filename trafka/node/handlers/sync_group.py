@@ -20,7 +20,6 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import SyncGroupRequest
 from trafka.net.kio_shape import build, response_class
-from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -46,7 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         protocol_name=getattr(request, "protocol_name", None),
         assignments=tuple((str(a.member_id), bytes(a.assignment)) for a in request.assignments),
     )
-    result = await GroupService.of(ctx.broker).sync_group(sync, _SYNC_WAIT_MS)
+    result = await ctx.services.groups.sync_group(sync, _SYNC_WAIT_MS)
     return build(
         response_class(request),
         {

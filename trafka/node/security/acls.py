@@ -26,18 +26,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Final
 
 import trio
 
+from trafka.metadata_quorum.bridge import MultiFailedError
 from trafka.metadata_quorum.tree import (
-    BadVersionError,
+    Delete,
+    ErrorCode,
     NodeExistsError,
     NoNodeError,
+    SetData,
     ZNodeTree,
     ZooKeeperError,
 )
 from trafka.node.config.broker import BrokerConfig
+from trafka.node.metadata_store import MetadataStore
 from trafka.security.acl import (
     ACL_CHANGE_PREFIX,
     ACL_CHANGES,
@@ -168,12 +172,12 @@ class AclService:
     def __init__(
         self,
         authorizer: AclAuthorizer,
-        quorum: Any,
+        store: MetadataStore,
         *,
         now_ms: Callable[[], int] = _wall_ms,
     ) -> None:
         self.authorizer = authorizer
-        self._quorum = quorum
+        self._store = store
         self._now_ms = now_ms
         self._wake = trio.Event()
         self._seen: tuple[int, int] | None = None
@@ -183,7 +187,7 @@ class AclService:
     # -- reads
     def reload(self) -> None:
         """Replace the authorizer's copy with the local replica's ACLs (one atomic read)."""
-        acls, latest = self._quorum.read_local(
+        acls, latest = self._store.read_local(
             lambda tree: (read_all(tree), latest_notifications(tree))
         )
         self.authorizer.replace_all(acls)
@@ -198,9 +202,9 @@ class AclService:
         """Compare-and-set of one resource's ACL node; returns the new entries."""
         path = acl_path(pattern)
         for _ in range(MAX_UPDATE_ATTEMPTS):
-            await self._quorum.sync()
+            await self._store.sync()
             try:
-                raw, stat = self._quorum.get_local(path)
+                raw, stat = self._store.get_local(path)
                 current: frozenset[AccessControlEntry] | None = decode_entries(bytes(raw))
                 version = int(stat.version)
             except NoNodeError:
@@ -214,24 +218,24 @@ class AclService:
                 if current is None:
                     if not new:
                         return new
-                    await self._quorum.create_recursive(path.rsplit("/", 1)[0])
-                    await self._quorum.create(path, encode_entries(new))
+                    await self._store.create(path, encode_entries(new))  # parents too
                 elif new:
-                    await self._quorum.set_data(path, encode_entries(new), version)
+                    await self._store.multi([SetData(path, encode_entries(new), version)])
                 else:
-                    await self._quorum.delete(path, version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
+                    await self._store.multi([Delete(path, version)])
+            except NodeExistsError:
                 continue
+            except MultiFailedError as error:
+                if error.code in (ErrorCode.BAD_VERSION, ErrorCode.NO_NODE):
+                    continue
+                raise
             await self._notify(pattern)
             return new
         raise ZooKeeperError(path, f"{path}: too many concurrent ACL updates")
 
     async def _notify(self, pattern: ResourcePattern) -> None:
         prefix, data = change_notification(pattern)
-        parent = prefix.rsplit("/", 1)[0]
-        if self._quorum.exists_local(parent) is None:
-            await self._quorum.create_recursive(parent)
-        await self._quorum.create(prefix, data, sequential=True)
+        await self._store.create_sequential(prefix, data)
 
     async def create(self, bindings: Sequence[AclBinding]) -> None:
         """Store `bindings` (already validated); ZooKeeperError when the tree refuses."""
@@ -247,7 +251,7 @@ class AclService:
         """Remove what each filter matches; per filter the bindings it removed."""
         removed: list[list[AclBinding]] = [[] for _ in filters]
         async with self._write_lock:
-            await self._quorum.sync()
+            await self._store.sync()
             self.reload()
             patterns = {b.pattern for f in filters for b in self.authorizer.bindings(f)}
             for pattern in sorted(patterns):
@@ -289,7 +293,7 @@ class AclService:
         latest = []
         for path in CHANGE_PATHS:
             try:
-                children = self._quorum.children_local(path, watch=True)
+                children = self._store.children_local(path, watch=True)
             except NoNodeError:
                 children = []
             sequences = [notification_sequence(child) for child in children]
@@ -308,10 +312,10 @@ class AclService:
         return True
 
     async def _purge(self, now_ms: int) -> None:
-        expired = self._quorum.read_local(lambda tree: expired_notifications(tree, now_ms))
+        expired = self._store.read_local(lambda tree: expired_notifications(tree, now_ms))
         for path in expired[:MAX_PURGE_PER_PASS]:
             try:
-                await self._quorum.delete(path)
+                await self._store.delete(path)
             except NoNodeError:
                 pass
             except ZooKeeperError as error:
@@ -321,9 +325,9 @@ class AclService:
     async def ensure_paths(self) -> None:
         """Kafka creates the ACL roots at start: the watches then always have a parent."""
         for path in (ACL_ROOT, ACL_EXTENDED_ROOT, *CHANGE_PATHS):
-            if self._quorum.exists_local(path) is None:
+            if self._store.exists_local(path) is None:
                 try:
-                    await self._quorum.create_recursive(path)
+                    await self._store.create_recursive(path)
                 except ZooKeeperError as error:
                     log.debug("cannot create %s: %s", path, error)
 
