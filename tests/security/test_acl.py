@@ -272,6 +272,11 @@ def test_entries_json_is_kafkas() -> None:
         "host": "1.2.3.4",
     } in document["acls"]
     assert decode_entries(data) == entries
+    # Compact, as Kafka's Json.encodeAsBytes.
+    assert encode_entries([entry("User:a", Op.READ)]) == (
+        b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",'
+        b'"operation":"Read","host":"*"}]}'
+    )
 
 
 @pytest.mark.parametrize(

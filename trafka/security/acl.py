@@ -333,7 +333,9 @@ def change_notification(pattern: ResourcePattern) -> tuple[str, bytes]:
         "name": pattern.name,
         "patternType": pattern.pattern_type.name,
     }
-    return f"{ACL_EXTENDED_CHANGES}/{ACL_CHANGE_PREFIX}", json.dumps(document).encode()
+    return f"{ACL_EXTENDED_CHANGES}/{ACL_CHANGE_PREFIX}", json.dumps(
+        document, separators=(",", ":")
+    ).encode()
 
 
 def parse_change_notification(changes_path: str, data: bytes) -> ResourcePattern:
@@ -365,7 +367,7 @@ def encode_entries(entries: Iterable[AccessControlEntry]) -> bytes:
         }
         for entry in sorted(set(entries))
     ]
-    return json.dumps({"version": 1, "acls": acls}).encode()
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
 
 
 def decode_entries(data: bytes) -> frozenset[AccessControlEntry]:
