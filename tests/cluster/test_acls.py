@@ -38,6 +38,7 @@ HIDDEN = "hidden"
 class SecuredNode:
     cluster: KnodeCluster
     sasl_port: int
+    scram_port: int = 0
 
     def client(self, user: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -50,11 +51,16 @@ class SecuredNode:
         }
 
 
-def acl_node_settings(sasl_port: int, internal_port: int) -> list[str]:
+def acl_node_settings(sasl_port: int, internal_port: int, scram_port: int = 0) -> list[str]:
+    """A PLAIN listener (SASL), a PLAINTEXT inter-broker one and, with `scram_port`, a
+    SCRAM-SHA-512 listener (SCRAM)."""
+    scram = f",SCRAM://127.0.0.1:{scram_port}" if scram_port else ""
     return [
-        f"listeners=SASL://127.0.0.1:{sasl_port},INTERNAL://127.0.0.1:{internal_port}",
-        "listener.security.protocol.map=SASL:SASL_PLAINTEXT,INTERNAL:PLAINTEXT",
+        f"listeners=SASL://127.0.0.1:{sasl_port},INTERNAL://127.0.0.1:{internal_port}{scram}",
+        "listener.security.protocol.map=SASL:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,"
+        "SCRAM:SASL_PLAINTEXT",
         "inter.broker.listener.name=INTERNAL",
+        "listener.name.scram.sasl.enabled.mechanisms=SCRAM-SHA-512",
         "listener.name.sasl.sasl.enabled.mechanisms=PLAIN",
         f"listener.name.sasl.plain.sasl.jaas.config={JAAS}",
         "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
@@ -68,11 +74,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredNode]:
     base: Path = tmp_path_factory.mktemp("acls")
     cluster = KnodeCluster(base, node_count=1, start=False)
     node = cluster.nodes[1]
-    sasl_port = free_port()
-    node.extra = acl_node_settings(sasl_port, node.port)
+    sasl_port, scram_port = free_port(), free_port()
+    node.extra = acl_node_settings(sasl_port, node.port, scram_port)
     with cluster:
         cluster.start_all()
-        secured = SecuredNode(cluster, sasl_port)
+        secured = SecuredNode(cluster, sasl_port, scram_port)
         _setup(secured)
         yield secured
 
@@ -271,11 +277,13 @@ def test_describe_and_delete_acls_with_filters(secured: SecuredNode) -> None:
 # ---- ktool acls (kafka-acls.sh's output), through --command-config -------------------------
 
 
-def _ktool(node: SecuredNode | None, bootstrap: str, config: Path | None, *args: str) -> Any:
+def _ktool(
+    node: SecuredNode | None, bootstrap: str, config: Path | None, *args: str, tool: str = "acls"
+) -> Any:
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "trafka.tools.ktool", "acls", "--bootstrap-server", bootstrap]
+    command = [sys.executable, "-m", "trafka.tools.ktool", tool, "--bootstrap-server", bootstrap]
     if config is not None:
         command += ["--command-config", str(config)]
     return subprocess.run(
@@ -356,3 +364,53 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(knode: KnodeClu
         "Error while executing ACL command: SECURITY_DISABLED: "
         "No Authorizer is configured on the broker"
     )
+
+
+def test_ktool_configs_creates_a_scram_user_that_can_log_in(
+    secured: SecuredNode, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+    bootstrap = f"127.0.0.1:{secured.sasl_port}"
+    admin = _command_config(tmp_path, "admin")
+    users = ("--entity-type", "users", "--entity-name", "erin")
+    added = _ktool(
+        secured,
+        bootstrap,
+        admin,
+        "--alter",
+        *users,
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=8192,password=erin-secret]",
+        tool="configs",
+    )
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == "Completed updating config for user erin.\n"
+    described = _ktool(secured, bootstrap, admin, "--describe", *users, tool="configs")
+    assert described.stdout == (
+        "SCRAM credential configs for user-principal 'erin' are SCRAM-SHA-512=iterations=8192\n"
+    )
+    # erin logs in over SCRAM-SHA-512 with the password only the tool saw.
+    erin = AdminClient(
+        {
+            "bootstrap.servers": f"127.0.0.1:{secured.scram_port}",
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "erin",
+            "sasl.password": "erin-secret",
+        }
+    )
+    assert ORDERS not in erin.list_topics(timeout=30).topics  # no ACL: nothing to DESCRIBE
+    # bob may not ALTER the cluster.
+    refused = _ktool(
+        secured,
+        bootstrap,
+        _command_config(tmp_path, "bob"),
+        "--alter",
+        *users,
+        "--delete-config",
+        "SCRAM-SHA-512",
+        tool="configs",
+    )
+    assert refused.returncode == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr

@@ -16,6 +16,7 @@ import typer
 from trafka.client import command_config
 from trafka.tools.acls_cmd import acls
 from trafka.tools.audit_cmd import audit_app
+from trafka.tools.configs_cmd import configs
 from trafka.tools.dump_log import dump_log_app
 from trafka.tools.groups_cmd import groups_app
 from trafka.tools.quorum_cmd import quorum_app
@@ -38,6 +39,7 @@ app.add_typer(groups_app, name="groups")
 app.add_typer(quorum_app, name="quorum")
 register_reassign(app)  # reassign, preferred-elect
 app.command("acls")(acls)
+app.command("configs")(configs)
 
 
 def main() -> None:
