@@ -76,3 +76,20 @@ def test_followers_are_registered_brokers_other_than_this_one() -> None:
     assert decide(InterBrokerClaim(1, 1, None, 101), FACTS) is (
         ErrorCode.cluster_authorization_failed
     )
+
+
+def test_sessions_admit_only_authentication_before_and_after_their_lifetime() -> None:
+    from trafka.net.security import ConnectionSession, ListenerSecurity
+    from trafka.security.principal import KafkaPrincipal
+
+    session = ConnectionSession.for_listener(ListenerSecurity(security_protocol="SASL_SSL"))
+    assert not session.admits(3, 0.0)
+    assert session.admits(18, 0.0) and session.admits(17, 0.0) and session.admits(36, 0.0)
+    session.authenticated_as(KafkaPrincipal.user("alice"), now_s=10.0, lifetime_ms=3000)
+    assert session.admits(3, 12.9)
+    assert not session.admits(3, 13.0)
+    assert session.admits(17, 13.0)
+    session.authenticated_as(KafkaPrincipal.user("alice"), now_s=13.5, lifetime_ms=0)
+    assert session.admits(3, 1e9)
+    plaintext = ConnectionSession.for_listener(ListenerSecurity())
+    assert plaintext.admits(3, 0.0)

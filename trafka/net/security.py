@@ -67,8 +67,11 @@ class ConnectionSession:
     close_after_response: bool = False
     """Set by SaslAuthenticate on failure: the server closes after writing the answer."""
     listener: ListenerSecurity = field(default_factory=ListenerSecurity)
-    session_expires_ms: int | None = None
-    """KIP-368: when the authenticated session ends (connections.max.reauth.ms)."""
+    reauthenticating: bool = False
+    """KIP-368: an authenticated session runs a new SASL exchange."""
+    session_expires_s: float | None = None
+    """KIP-368: when the authenticated session ends (trio clock; connections.max.reauth.ms):
+    after it, only a re-authentication is served."""
 
     @classmethod
     def for_listener(cls, listener: ListenerSecurity) -> ConnectionSession:
@@ -87,11 +90,23 @@ class ConnectionSession:
             raise ValueError(f"SASL token of {len(token)} bytes exceeds {limit}")
         answer: bytes = self.sasl.evaluate(token)
         if self.sasl.complete:
-            self.principal = KafkaPrincipal.user(str(self.sasl.username))
-            self.authenticated = True
+            # v0 clients cannot re-authenticate (KIP-368 needs SaslAuthenticate v1).
+            self.authenticated_as(KafkaPrincipal.user(str(self.sasl.username)), 0.0, 0)
             self.raw_tokens = False
         return answer
 
-    def admits(self, api_key: int) -> bool:
-        """May a request of `api_key` be served now (before/after authentication)?"""
-        return self.authenticated or api_key in PRE_AUTH_APIS
+    def admits(self, api_key: int, now_s: float) -> bool:
+        """May a request of `api_key` be served now (before authentication, or after the
+        session expired: only ApiVersions and a (re-)authentication)?"""
+        if api_key in PRE_AUTH_APIS:
+            return True
+        if not self.authenticated:
+            return False
+        return self.session_expires_s is None or now_s < self.session_expires_s
+
+    def authenticated_as(self, principal: KafkaPrincipal, now_s: float, lifetime_ms: int) -> None:
+        """An exchange completed: the principal, and the session's end (KIP-368)."""
+        self.principal = principal
+        self.authenticated = True
+        self.reauthenticating = False
+        self.session_expires_s = now_s + lifetime_ms / 1000 if lifetime_ms > 0 else None

@@ -339,9 +339,10 @@ class _Connection:
         if self.session.raw_tokens and not self.session.authenticated:
             return self._raw_sasl_token(frame)
         api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
-        if not self.session.admits(api_key):
+        if not self.session.admits(api_key, trio.current_time()):
             raise _CloseConnection(
-                f"unexpected {codec.api_name(api_key)} request before SASL authentication"
+                f"unexpected {codec.api_name(api_key)} request before SASL authentication "
+                "or after the session expired (connections.max.reauth.ms)"
             )
         supported = self.server.supported
         if api_key == protocol.API_VERSIONS_KEY:

@@ -12,8 +12,11 @@ authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"), d
 is closed after the answer. A token larger than ``sasl.server.max.receive.size`` gets the
 same failure. Without a handshake, or after completion: ILLEGAL_SASL_STATE, closed.
 
-Not implemented: re-authentication (KIP-368) of an authenticated session: a second exchange
-on the same connection gets ILLEGAL_SASL_STATE; sessions are not expired.
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 the answer that
+completes an exchange carries that session lifetime; once it has passed, the connection
+serves nothing but ApiVersions and a new exchange (anything else closes it, as Kafka); the new
+exchange must authenticate the same principal ("Cannot change principals during
+re-authentication ...", closed).
 """
 
 from __future__ import annotations
@@ -52,7 +55,12 @@ def _failure(request: Any, code: ErrorCode, message: str) -> Any:
 @register(api_key=36, name="SaslAuthenticate", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
-    if session is None or session.sasl is None or session.authenticated:
+    if (
+        session is None
+        or session.sasl is None
+        or (session.authenticated and not session.reauthenticating)
+        or session.sasl.complete
+    ):
         if session is not None:
             session.close_after_response = True
         return _failure(
@@ -88,8 +96,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return _failure(request, ErrorCode.sasl_authentication_failed, message)
     if session.sasl.complete:
-        session.principal = KafkaPrincipal.user(str(session.sasl.username))
-        session.authenticated = True
+        principal = KafkaPrincipal.user(str(session.sasl.username))
+        if session.reauthenticating and principal != session.principal:
+            # KIP-368: a connection keeps its principal.
+            session.close_after_response = True
+            return _failure(
+                request,
+                ErrorCode.sasl_authentication_failed,
+                f"Cannot change principals during re-authentication from {session.principal}: "
+                f"{principal}",
+            )
+        session.authenticated_as(principal, trio.current_time(), config.reauth_ms)
     return build(
         response_class(request),
         {

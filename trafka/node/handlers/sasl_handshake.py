@@ -5,6 +5,10 @@
   connection without an answer, as Kafka);
 * v1: the exchange continues with SaslAuthenticate requests (KIP-152).
 
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 an authenticated
+connection may start a new exchange with the same mechanism (v1); otherwise a second
+handshake gets ILLEGAL_SASL_STATE.
+
 On a SASL listener before authentication: an enabled mechanism starts its exchange
 (`trafka.security.sasl`); any other gets UNSUPPORTED_SASL_MECHANISM with the enabled list
 and the connection is closed after the answer (Kafka). On a PLAINTEXT or SSL listener, or a
@@ -30,7 +34,19 @@ _RANDOM = random.SystemRandom()
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     config = None if session is None else session.listener.sasl
-    if session is None or config is None or session.sasl is not None or session.authenticated:
+    reauthentication = (
+        session is not None
+        and config is not None
+        and session.authenticated
+        and config.reauth_ms > 0
+        and ctx.api_version >= 1
+        and str(request.mechanism) == session.sasl_mechanism
+    )
+    if (
+        session is None
+        or config is None
+        or ((session.sasl is not None or session.authenticated) and not reauthentication)
+    ):
         return build(
             response_class(request),
             {"error_code": int(ErrorCode.illegal_sasl_state), "mechanisms": []},
@@ -47,6 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     session.sasl = create_server(mechanism, config, _RANDOM)
     session.sasl_mechanism = mechanism
+    session.reauthenticating = reauthentication
     # v0: the tokens follow as raw size-prefixed frames (the net server runs them).
     session.raw_tokens = ctx.api_version == 0
     return build(response_class(request), {"error_code": 0, "mechanisms": list(config.mechanisms)})
