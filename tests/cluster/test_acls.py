@@ -131,7 +131,7 @@ def _produce(config: dict[str, Any], values: list[bytes]) -> list[Any]:
         if error is not None:
             errors.append(error)
 
-    producer = Producer({**config, "message.timeout.ms": 15000, "retries": 0})
+    producer = Producer({"message.timeout.ms": 15000, "retries": 0, **config})
     for value in values:
         producer.produce(ORDERS, value=value, on_delivery=report)
     assert producer.flush(60) == 0
@@ -414,3 +414,39 @@ def test_ktool_configs_creates_a_scram_user_that_can_log_in(
     )
     assert refused.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+
+
+def test_kip_430_authorized_operations_and_kip_679_idempotent_producers(
+    secured: SecuredNode,
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AclOperation, AdminClient  # type: ignore[attr-defined]
+
+    admin, bob = AdminClient(secured.client("admin")), AdminClient(secured.client("bob"))
+    admin_view = admin.describe_cluster(include_authorized_operations=True)
+    bob_view = bob.describe_cluster(include_authorized_operations=True)
+    assert AclOperation.ALTER in admin_view.result(30).authorized_operations
+    assert AclOperation.CLUSTER_ACTION in admin_view.result(30).authorized_operations
+    assert not bob_view.result(30).authorized_operations
+    # alice may WRITE a topic, so an idempotent producer may start (KIP-679) ...
+    assert (
+        _produce(
+            secured.client("alice", **{"enable.idempotence": True, "retries": 5}), [b"alice-3"]
+        )
+        == []
+    )
+    # ... bob may write none: InitProducerId gets CLUSTER_AUTHORIZATION_FAILED.
+    errors: list[Any] = []
+    producer = Producer(
+        secured.client(
+            "bob",
+            **{"enable.idempotence": True, "error_cb": errors.append, "message.timeout.ms": 10000},
+        )
+    )
+    producer.produce(ORDERS, value=b"bob-idempotent")
+    try:
+        producer.flush(30)
+    except KafkaException as fatal:  # librdkafka raises the fatal idempotence error here
+        errors.append(fatal.args[0])
+    assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
+    assert b"bob-idempotent" not in _log_values(secured)
