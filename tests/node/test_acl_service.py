@@ -4,14 +4,19 @@ answering credentials."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+import trio
 
 from trafka.metadata_quorum.tree import Create, Entry, ZNodeTree
 from trafka.net.messages.describe_znodes import DescribeZNodesRequestV0
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.handlers.describe_znodes import describe
+from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.security.acls import (
     NOTIFICATION_EXPIRY_MS,
+    AclService,
     AuthorizerConfigError,
     build_authorizer,
     expired_notifications,
@@ -21,10 +26,13 @@ from trafka.node.security.acls import (
 from trafka.security.acl import (
     AccessControlEntry,
     AclAuthorizer,
+    AclBinding,
+    AclBindingFilter,
     AclPermissionType,
     PatternType,
     ResourcePattern,
     acl_path,
+    decode_entries,
     encode_entries,
 )
 from trafka.security.authorizer import AclOperation, AllowAllAuthorizer, ResourceType
@@ -101,3 +109,57 @@ def test_describe_znodes_never_answers_credentials() -> None:
     data = {entry.path: entry.data for entry in answer.entries}
     assert "/config/users/alice" in data and data["/config/users/alice"] is None
     assert data["/config/topics/orders"] == b'{"version":1,"config":{}}'
+
+
+# ---- AclService over the in-memory tree: two "brokers" sharing one tree --------------------
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
+
+
+BOB_WRITE = AccessControlEntry("User:bob", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+ORDERS = ResourcePattern(ResourceType.TOPIC, "orders")
+PAY = ResourcePattern(ResourceType.TOPIC, "pay", PatternType.PREFIXED)
+
+
+async def test_writes_reach_the_tree_and_another_broker_follows_them(store: MetadataStore) -> None:
+    writer = AclService(AclAuthorizer(), store)
+    other = AclService(AclAuthorizer(), store)
+    await writer.ensure_paths()
+    assert await other.run_once()  # the first pass always reads everything
+    await writer.create(
+        [AclBinding(ORDERS, ALICE_READ), AclBinding(ORDERS, BOB_WRITE), AclBinding(PAY, ALICE_READ)]
+    )
+    # The writer's copy is current at once; the tree holds Kafka's nodes and notifications.
+    assert writer.authorizer.entries(ORDERS) == {ALICE_READ, BOB_WRITE}
+    raw, _ = store.get_local("/kafka-acl/Topic/orders")
+    assert decode_entries(bytes(raw)) == {ALICE_READ, BOB_WRITE}
+    assert store.children_local("/kafka-acl-changes") == ["acl_changes_0000000000"]
+    assert store.children_local("/kafka-acl-extended-changes") == ["acl_changes_0000000000"]
+    # The other broker sees the notifications and re-reads.
+    assert other.authorizer.bindings() == []
+    assert await other.run_once()
+    assert other.authorizer.entries(ORDERS) == {ALICE_READ, BOB_WRITE}
+    assert other.authorizer.entries(PAY) == {ALICE_READ}
+    assert not await other.run_once()  # nothing new: nothing re-read
+    # Deleting bob's entries through the other broker; the last entry of a node removes it.
+    removed = await other.delete([AclBindingFilter(principal="User:bob")])
+    assert removed == [[AclBinding(ORDERS, BOB_WRITE)]]
+    removed = await other.delete([AclBindingFilter(resource_type=ResourceType.TOPIC, name="pay")])
+    assert removed == [[AclBinding(PAY, ALICE_READ)]]
+    assert store.exists_local("/kafka-acl-extended/prefixed/Topic/pay") is None
+    assert await writer.run_once()
+    assert writer.authorizer.bindings() == [AclBinding(ORDERS, ALICE_READ)]
+
+
+async def test_concurrent_creates_on_one_resource_keep_both(store: MetadataStore) -> None:
+    first = AclService(AclAuthorizer(), store)
+    second = AclService(AclAuthorizer(), store)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.create, [AclBinding(ORDERS, ALICE_READ)])
+        nursery.start_soon(second.create, [AclBinding(ORDERS, BOB_WRITE)])
+    raw, _ = store.get_local(acl_path(ORDERS))
+    assert decode_entries(bytes(raw)) == {ALICE_READ, BOB_WRITE}
