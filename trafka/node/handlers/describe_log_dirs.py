@@ -14,12 +14,13 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=35, name="DescribeLogDirs", min_version=1, max_version=4)
+@register(api_key=ApiKey.DESCRIBE_LOG_DIRS, name="DescribeLogDirs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     wanted: dict[str, set[int]] | None = None

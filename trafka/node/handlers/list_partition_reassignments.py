@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.tree_reads import read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=46, name="ListPartitionReassignments", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    name="ListPartitionReassignments",
+    min_version=0,
+    max_version=0,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     store = ctx.services.store
     topics = read_topics(store)
