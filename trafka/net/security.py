@@ -18,12 +18,12 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from trafka.net.api_keys import ApiKey
 from trafka.security.principal import ANONYMOUS, KafkaPrincipal
 
-API_VERSIONS: Final = 18
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-PRE_AUTH_APIS: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+PRE_AUTH_APIS: Final = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
