@@ -104,6 +104,14 @@ class ConnectionSession:
             return False
         return self.session_expires_s is None or now_s < self.session_expires_s
 
+    def unauthenticated_frame_limit(self) -> int | None:
+        """The largest frame read before authentication (Kafka's sasl.server.max.receive.size);
+        None once authenticated or on a listener without SASL."""
+        if self.authenticated or self.listener.sasl is None:
+            return None
+        limit: int = self.listener.sasl.max_receive_size
+        return limit
+
     def authenticated_as(self, principal: KafkaPrincipal, now_s: float, lifetime_ms: int) -> None:
         """An exchange completed: the principal, and the session's end (KIP-368)."""
         self.principal = principal
