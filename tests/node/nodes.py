@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from tests.node.controller_loop import ControllerHarness
 from trafka.log.config import LogConfig
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.config.changes import Entity
@@ -30,16 +31,32 @@ class NodeUnderTest:
         live_brokers: Callable[[], list[int]],
         cluster_id: str = "c",
         log_config_for: Callable[[str], LogConfig] | None = None,
+        controller: ControllerHarness | None = None,
     ) -> None:
+        """With `controller`, the topic cache is one the running controller keeps current
+        (its writes return once the controller carried them out)."""
         self.store = store
         self.node_id = node_id
         config = BrokerConfig.build(node_id)
-        self.topics = TopicManager(
-            store,
-            node_id=node_id,
-            live_brokers=live_brokers,
-            validate_configs=lambda overrides: self.configs.validate_topic_configs(overrides),
-            rng=random.Random(node_id),
+
+        def validate(overrides: Mapping[str, str]) -> None:
+            self.configs.validate_topic_configs(overrides)
+
+        self.topics: TopicManager = (
+            TopicManager(
+                store,
+                node_id=node_id,
+                live_brokers=live_brokers,
+                validate_configs=validate,
+                rng=random.Random(node_id),
+            )
+            if controller is None
+            else controller.topics(
+                node_id=node_id,
+                live_brokers=live_brokers,
+                validate_configs=validate,
+                rng=random.Random(node_id),
+            )
         )
         self.log_manager = LocalLogs(
             [data_dir],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.node.controller_loop import ControllerHarness, running_controller
 from tests.node.nodes import NodeUnderTest
 from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.topics import TopicManager
@@ -20,8 +21,18 @@ async def store() -> AsyncIterator[MetadataStore]:
         yield in_memory
 
 
-def make_broker(tmp_path: Path, store: MetadataStore) -> NodeUnderTest:
-    return NodeUnderTest(store, 1, tmp_path / "logs", live_brokers=lambda: [1])
+@pytest.fixture
+async def controller(store: MetadataStore) -> AsyncIterator[ControllerHarness]:
+    async with running_controller(store) as harness:
+        yield harness
+
+
+def make_broker(
+    tmp_path: Path, store: MetadataStore, controller: ControllerHarness | None = None
+) -> NodeUnderTest:
+    return NodeUnderTest(
+        store, 1, tmp_path / "logs", live_brokers=lambda: [1], controller=controller
+    )
 
 
 def set_to(values: Mapping[str, str]) -> object:
@@ -68,8 +79,10 @@ async def test_broker_dynamic_config_change_reaches_topic_configs(
     assert after.retention_ms == 5000
 
 
-async def test_recreated_topic_gets_its_new_configs(tmp_path: Path, store: MetadataStore) -> None:
-    broker = make_broker(tmp_path, store)
+async def test_recreated_topic_gets_its_new_configs(
+    tmp_path: Path, store: MetadataStore, controller: ControllerHarness
+) -> None:
+    broker = make_broker(tmp_path, store, controller)
     await broker.topics.create("orders", {0: [1]}, {"retention.ms": "1000"})
     assert broker.log_config_for("orders").retention_ms == 1000
     await broker.topics.delete("orders")

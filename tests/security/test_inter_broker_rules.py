@@ -93,3 +93,19 @@ def test_sessions_admit_only_authentication_before_and_after_their_lifetime() ->
     assert session.admits(3, 1e9)
     plaintext = ConnectionSession.for_listener(ListenerSecurity())
     assert plaintext.admits(3, 0.0)
+
+
+def test_frames_before_sasl_authentication_are_capped() -> None:
+    from trafka.net.security import ConnectionSession, ListenerSecurity
+    from trafka.security.principal import KafkaPrincipal
+    from trafka.security.sasl import SaslServerConfig
+
+    listener = ListenerSecurity(
+        security_protocol="SASL_PLAINTEXT",
+        sasl=SaslServerConfig(mechanisms=("PLAIN",), max_receive_size=524288),
+    )
+    session = ConnectionSession.for_listener(listener)
+    assert session.unauthenticated_frame_limit() == 524288
+    session.authenticated_as(KafkaPrincipal.user("alice"), now_s=0.0, lifetime_ms=0)
+    assert session.unauthenticated_frame_limit() is None
+    assert ConnectionSession.for_listener(ListenerSecurity()).unauthenticated_frame_limit() is None

@@ -44,9 +44,7 @@ def _listener(ca: CertificateAuthority, client_auth: str) -> ListenerSecurity:
     )
 
 
-async def _serve(
-    nursery: trio.Nursery, security: ListenerSecurity, handler: Any
-) -> int:
+async def _serve(nursery: trio.Nursery, security: ListenerSecurity, handler: Any) -> int:
     server = KafkaServer(handler, SUPPORTED)
     bound = await nursery.start(server.serve, [Listener("TLS", "127.0.0.1", 0, security)])
     return int(bound[0].port)
@@ -135,13 +133,13 @@ async def test_a_reset_tls_connection_is_a_client_error_not_a_crash(
 
 
 def test_bad_tls_settings_are_one_line_errors(ca: CertificateAuthority) -> None:
-    with pytest.raises(TlsConfigError, match="needs ssl.keystore.location"):
+    with pytest.raises(TlsConfigError, match=r"needs ssl\.keystore\.location"):
         server_context(TlsSettings())
-    with pytest.raises(TlsConfigError, match="ssl.enabled.protocols"):
+    with pytest.raises(TlsConfigError, match=r"ssl\.enabled\.protocols"):
         server_context(TlsSettings(enabled_protocols=("TLSv1",)))
     with pytest.raises(TlsConfigError, match="cannot load the keystore"):
         server_context(TlsSettings(keystore_location="/nonexistent.pem"))
-    with pytest.raises(TlsConfigError, match="ssl.client.auth=required needs a truststore"):
+    with pytest.raises(TlsConfigError, match=r"ssl\.client\.auth=required needs a truststore"):
         broker = ca.issue("b", "localhost")
         server_context(TlsSettings(keystore_location=str(broker.chain), client_auth="required"))
     context = server_context(

@@ -18,12 +18,12 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from trafka.net.api_keys import ApiKey
 from trafka.security.principal import ANONYMOUS, KafkaPrincipal
 
-API_VERSIONS: Final = 18
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-PRE_AUTH_APIS: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+PRE_AUTH_APIS: Final = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
@@ -103,6 +103,14 @@ class ConnectionSession:
         if not self.authenticated:
             return False
         return self.session_expires_s is None or now_s < self.session_expires_s
+
+    def unauthenticated_frame_limit(self) -> int | None:
+        """The largest frame read before authentication (Kafka's sasl.server.max.receive.size);
+        None once authenticated or on a listener without SASL."""
+        if self.authenticated or self.listener.sasl is None:
+            return None
+        limit: int = self.listener.sasl.max_receive_size
+        return limit
 
     def authenticated_as(self, principal: KafkaPrincipal, now_s: float, lifetime_ms: int) -> None:
         """An exchange completed: the principal, and the session's end (KIP-368)."""

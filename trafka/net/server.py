@@ -329,6 +329,13 @@ class _Connection:
 
     async def _reserve(self, size: int) -> None:
         """Admit a frame of `size` bytes against the connection's and the server's budget."""
+        limit = self.session.unauthenticated_frame_limit()
+        if limit is not None and size > limit:
+            # Kafka reads nothing larger before SASL authentication completes.
+            raise _CloseConnection(
+                f"frame of {size} bytes before SASL authentication "
+                f"(sasl.server.max.receive.size {limit})"
+            )
         await self.budget.reserve(size)
         await self.server.budget.reserve(size)
         self.in_flight_bytes += size

@@ -74,6 +74,8 @@ from trafka.group.records import (
     encode_record,
 )
 from trafka.group.state import GroupState
+from trafka.log.errors import CorruptRecordError
+from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
@@ -299,8 +301,6 @@ class GroupService:
     async def _append(
         self, partition: int, records: Iterable[OffsetsTopicRecord]
     ) -> ErrorCode | None:
-        from trafka.log.records import NewRecord, build_batch
-
         batch = [NewRecord(key=k, value=v) for k, v in map(encode_record, records)]
         if not batch:
             return None
@@ -530,9 +530,6 @@ def _iter_batches(
     data: bytes,
 ) -> Iterable[tuple[int, list[tuple[int, bytes | None, bytes | None]]]]:
     """(next offset, [(offset, key, value)]) per data batch; stops at a partial batch."""
-    from trafka.log.errors import CorruptRecordError
-    from trafka.log.records import iter_batches
-
     try:
         for batch in iter_batches(data):
             records = [] if batch.header.is_control else batch.records

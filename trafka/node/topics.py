@@ -136,7 +136,8 @@ def assign_replicas(
 def initial_partition_state(
     partition: int, replicas: Sequence[int], live_brokers: Iterable[int]
 ) -> PartitionState:
-    """Leader = first live replica, ISR = live replicas (single-node slice; see docstring)."""
+    """What a validate-only CreateTopics reports (nothing is created, so the controller
+    elects nothing): leader = first live replica, ISR = the live replicas."""
     live = set(live_brokers)
     isr = tuple(r for r in replicas if r in live) or tuple(replicas[:1])
     return PartitionState(partition, tuple(replicas), isr[0], 0, isr)
@@ -174,13 +175,7 @@ class TopicManager:
         validate_configs: ConfigValidator,
         racks: Callable[[], Mapping[int, str | None]] = dict,
         rng: random.Random | None = None,
-        via_controller: bool = False,
     ) -> None:
-        """`via_controller`: the broker's mode (assignment only; the controller creates the
-        partition states and deletes topics). Without it (a manager on its own, e.g. over the
-        in-process `FileMetadataStore`), partition states are written here directly with
-        `initial_partition_state` and deletion removes the nodes at once."""
-        self._via_controller = via_controller
         self._store = store
         self._node_id = node_id
         self._live_brokers = live_brokers
@@ -188,7 +183,6 @@ class TopicManager:
         self._validate_configs = validate_configs
         self._rng = rng or random.Random()
         self.topics: dict[str, TopicState] = {}
-        self.controller_epoch = 1
         self.listeners: list[Callable[[str], None]] = []
         """Called with a topic name after it was created, changed or deleted."""
 
@@ -337,8 +331,6 @@ class TopicManager:
         """The config first, then the assignment; the controller creates the partition
         states and elects the leaders (CTL-25)."""
         topic_id = _random_topic_id(self._rng)
-        if not self._via_controller:
-            return await self._create_directly(name, topic_id, assignment, configs)
         if configs:
             await self._store.put(
                 znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
@@ -360,42 +352,6 @@ class TopicManager:
         self._notify(name)
         return topic
 
-    async def _create_directly(
-        self,
-        name: str,
-        topic_id: uuid.UUID,
-        assignment: Mapping[int, Sequence[int]],
-        configs: Mapping[str, str],
-    ) -> TopicState:
-        """One atomic write: the assignment and every partition state (no controller)."""
-        live = self._live_brokers()
-        states = {
-            p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
-        }
-        nodes: list[tuple[str, bytes]] = [
-            (znodes.topic_path(name), self._assignment_json(topic_id, assignment)),
-            (znodes.partitions_path(name), b""),
-        ]
-        for state in states.values():
-            nodes.append((znodes.partition_path(name, state.partition), b""))
-            nodes.append(
-                (znodes.partition_state_path(name, state.partition), self._state_json(state))
-            )
-        try:
-            await self._store.create_all(nodes)
-        except NodeExists:  # another request or broker created it since check_create
-            raise TopicError(
-                ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
-            ) from None
-        if configs:
-            await self._store.put(
-                znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
-            )
-        topic = TopicState(name, topic_id, states, dict(configs))
-        self.topics[name] = topic
-        self._notify(name)
-        return topic
-
     async def delete(self, name: str) -> TopicState:
         state = self.topics.get(name)
         if state is None:
@@ -403,12 +359,6 @@ class TopicManager:
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-        if not self._via_controller:
-            await self._store.delete_recursive(znodes.topic_path(name))
-            await self._store.delete_recursive(znodes.topic_config_path(name))
-            del self.topics[name]
-            self._notify(name)
-            return state
         try:
             await self._store.create(znodes.delete_topic_path(name), b"")
         except NodeExists:
@@ -482,21 +432,9 @@ class TopicManager:
                 first_replica_of_partition_zero=first.replicas[0] if first else None,
             )
         partitions = dict(state.partitions)
-        nodes: list[tuple[str, bytes]] = []
         for partition, replicas in new.items():
-            if self._via_controller:
-                partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
-                continue
-            partitions[partition] = initial_partition_state(partition, replicas, live)
-            nodes.append((znodes.partition_path(name, partition), b""))
-            nodes.append(
-                (
-                    znodes.partition_state_path(name, partition),
-                    self._state_json(partitions[partition]),
-                )
-            )
-        if nodes:
-            await self._store.create_all(nodes)
+            # the controller creates the state and elects the leader (CTL-26)
+            partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
         all_replicas = {p: list(s.replicas) for p, s in partitions.items()}
         await self._store.put(
             znodes.topic_path(name), self._assignment_json(state.topic_id, all_replicas)
@@ -535,14 +473,6 @@ class TopicManager:
     def _notify(self, name: str) -> None:
         for listener in self.listeners:
             listener(name)
-
-    def _state_json(self, state: PartitionState) -> bytes:
-        return znodes.PartitionState(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=tuple(state.isr),
-            controller_epoch=self.controller_epoch,
-        ).to_json()
 
     @staticmethod
     def _assignment_json(topic_id: uuid.UUID, assignment: Mapping[int, Sequence[int]]) -> bytes:

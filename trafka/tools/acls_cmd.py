@@ -39,6 +39,7 @@ import typer
 
 from trafka.client import command_config
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.security.acl import (
@@ -56,7 +57,11 @@ from trafka.security.authorizer import CLUSTER_RESOURCE_NAME, AclOperation, Reso
 from trafka.security.principal import KafkaPrincipal
 
 WILDCARD_HOST = "*"
-CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
+CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = (
+    ApiKey.CREATE_ACLS,
+    ApiKey.DESCRIBE_ACLS,
+    ApiKey.DELETE_ACLS,
+)
 
 
 class AclCommandError(Exception):

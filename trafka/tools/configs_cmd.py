@@ -27,11 +27,13 @@ import typer
 
 from trafka.client import command_config
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, salted_password
 
-ALTER_USER_SCRAM, DESCRIBE_USER_SCRAM = 51, 50
+ALTER_USER_SCRAM = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+DESCRIBE_USER_SCRAM = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 MECHANISM_CODES: Final = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 MECHANISM_NAMES: Final = {code: name for name, code in MECHANISM_CODES.items()}
 DEFAULT_ITERATIONS: Final = 4096

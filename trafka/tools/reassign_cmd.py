@@ -63,6 +63,7 @@ import typer
 
 from trafka.client import command_config
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.node.replication.throttle import (
@@ -123,7 +124,9 @@ async def _connect(address: str) -> KafkaConnection:
     return connection
 
 
-async def _call(connection: KafkaConnection, api_key: int, data: dict[str, Any], high: int) -> Any:
+async def _call(
+    connection: KafkaConnection, api_key: ApiKey, data: dict[str, Any], high: int
+) -> Any:
     try:
         version = connection.version_for(api_key, 0, high)
         request_class = codec.request_class(api_key, version)
@@ -134,7 +137,9 @@ async def _call(connection: KafkaConnection, api_key: int, data: dict[str, Any],
 
 
 async def _metadata(connection: KafkaConnection) -> Any:
-    return await _call(connection, 3, {"topics": None, "allow_auto_topic_creation": False}, 12)
+    return await _call(
+        connection, ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False}, 12
+    )
 
 
 async def _controller(bootstrap: str) -> tuple[KafkaConnection, Any]:
@@ -321,7 +326,7 @@ async def _alter_configs(
         return
     response = await _call(
         connection,
-        44,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
         {
             "resources": [
                 {
@@ -558,7 +563,7 @@ async def _alter(
         topics.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas})
     return await _call(
         connection,
-        45,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         {
             "timeout": 60_000,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
@@ -590,7 +595,9 @@ def _report(response: Any, verb: str) -> None:
 
 
 async def _ongoing(connection: KafkaConnection) -> dict[tuple[str, int], Any]:
-    response = await _call(connection, 46, {"timeout": 60_000, "topics": None}, 0)
+    response = await _call(
+        connection, ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 60_000, "topics": None}, 0
+    )
     return {(str(t.name), int(p.partition_index)): p for t in response.topics for p in t.partitions}
 
 
@@ -737,7 +744,7 @@ def preferred_elect(
                 topics.setdefault(name, []).append(index)
             response = await _call(
                 connection,
-                43,
+                ApiKey.ELECT_LEADERS,
                 {
                     "election_type": 0 if kind == "PREFERRED" else 1,
                     "topic_partitions": None

@@ -29,11 +29,13 @@ and then `/config/brokers/<default>` (read by the replica manager,
 `trafka.node.replication.throttle`), as Kafka's BrokerConfigHandler does: a value in
 server.properties is shown by DescribeConfigs but does not throttle.
 
+`broker.rack` is advertised in Metadata and places replicas: rack-aware assignment when every
+live broker has one (`trafka.node.replica_assignment`).
+
 Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
 resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
-Not implemented: client quotas, rack awareness beyond `broker.rack` being stored and
-advertised, KRaft `controller.listener.names` (the quorum port comes from
-`controller.quorum.voters`).
+Not implemented: client quotas, rack-aware follower fetching (KIP-392), KRaft
+`controller.listener.names` (the quorum port comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
@@ -213,7 +215,12 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         None,
         "Listener URIs given to clients in Metadata; defaults to listeners.",
     ),
-    _d("broker.rack", _T.STRING, None, "Rack of this broker, advertised in Metadata."),
+    _d(
+        "broker.rack",
+        _T.STRING,
+        None,
+        "Rack of this broker, advertised in Metadata; replicas are spread over racks.",
+    ),
     # --- listeners' security (docs/security.md; per listener: listener.name.<name>.<key>) ---
     _d(
         "listener.security.protocol.map",

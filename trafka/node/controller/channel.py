@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.controller.effects import StopReplicaRequest
+from trafka.node.controller.effects import BrokerRequest, StopReplicaRequest
 from trafka.node.controller.events import ControllerEvent, StopReplicaResponse
 from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.controller.wire import encode_request, endpoint_of
@@ -28,6 +28,21 @@ log = logging.getLogger("trafka.node.controller")
 CHANNEL_QUEUE_MAX = 1_000
 REQUEST_TIMEOUT_S = 10.0
 RECONNECT_BACKOFF_S = 0.2
+
+
+class ControllerChannel(Protocol):
+    """The controller's channel to one broker: requests in order, answers as events."""
+
+    info: BrokerInfo
+    cancel_scope: trio.CancelScope
+
+    def enqueue(self, request: BrokerRequest) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+ChannelFactory = Callable[[int, BrokerInfo, Callable[[ControllerEvent], None]], ControllerChannel]
+"""(controller's node id, the broker, where answers go) -> its channel."""
 
 
 class BrokerChannel:
@@ -45,10 +60,12 @@ class BrokerChannel:
         self.inter_broker = inter_broker or InterBrokerClient()
         self.info = info
         self._submit = submit
-        self.send_channel, self.receive_channel = trio.open_memory_channel[Any](CHANNEL_QUEUE_MAX)
+        self.send_channel, self.receive_channel = trio.open_memory_channel[BrokerRequest](
+            CHANNEL_QUEUE_MAX
+        )
         self.cancel_scope = trio.CancelScope()
 
-    def enqueue(self, request: Any) -> None:
+    def enqueue(self, request: BrokerRequest) -> None:
         try:
             self.send_channel.send_nowait(request)
         except trio.WouldBlock:
@@ -89,7 +106,7 @@ class BrokerChannel:
                 if connection is not None:
                     await connection.close()
 
-    def _answered(self, request: Any, response: Any) -> None:
+    def _answered(self, request: BrokerRequest, response: Any) -> None:
         if not isinstance(request, StopReplicaRequest) or not request.delete_partitions:
             return
         errors: dict[TopicPartition, ErrorCode] = {

@@ -47,8 +47,8 @@ runs again).
 
 from __future__ import annotations
 
+import functools
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -59,7 +59,7 @@ from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.controller import tree_ops, watch_routes
-from trafka.node.controller.channel import BrokerChannel
+from trafka.node.controller.channel import BrokerChannel, ChannelFactory, ControllerChannel
 from trafka.node.controller.effects import ControlledShutdownAnswer, ControllerStep
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
@@ -125,6 +125,7 @@ class ControllerService:
         store: MetadataStore,
         config: ControllerConfig,
         clock: Clock = SYSTEM_CLOCK,
+        channel_factory: ChannelFactory | None = None,
         inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.node_id = node_id
@@ -134,7 +135,10 @@ class ControllerService:
         self._clock = clock
         self.config = config
         self.controller: Controller | None = None
-        self.channels: dict[BrokerId, BrokerChannel] = {}
+        self.channels: dict[BrokerId, ControllerChannel] = {}
+        self._channel_factory: ChannelFactory = channel_factory or functools.partial(
+            BrokerChannel, inter_broker=self.inter_broker
+        )
         self.watcher = TreeWatcher(store)
         self._pending = PendingChanges()
         self._routed = False
@@ -278,7 +282,7 @@ class ControllerService:
         """Re-read what the routed watches touched (everything on every poll while watch
         events arrive without their path; everything every `FULL_REREAD_INTERVAL_S`
         otherwise, as a safety net)."""
-        now_s = time.monotonic()
+        now_s = trio.current_time()
         if not self._routed or now_s - self._last_full_reread_s >= FULL_REREAD_INTERVAL_S:
             self._pending.mark_everything()
         dirty = self._pending.take()
@@ -407,7 +411,7 @@ class ControllerService:
                 del self.channels[broker_id]
         for broker_id, info in wanted.items():
             if broker_id not in self.channels:
-                channel = BrokerChannel(self.node_id, info, self.submit, self.inter_broker)
+                channel = self._channel_factory(self.node_id, info, self.submit)
                 self.channels[broker_id] = channel
                 self._nursery.start_soon(channel.run)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
@@ -39,7 +40,7 @@ def _replace_all(
     return configs
 
 
-@register(api_key=33, name="AlterConfigs", min_version=0, max_version=2)
+@register(api_key=ApiKey.ALTER_CONFIGS, name="AlterConfigs", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     await refresh_topic_from_tree(

@@ -27,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.events import CancelReassignment
 from trafka.node.controller.tree_reads import read_brokers, read_reassignment, read_topics
@@ -50,7 +51,12 @@ def _moving(store: MetadataStore, tp: TopicPartition) -> bool:
     )
 
 
-@register(api_key=45, name="AlterPartitionReassignments", min_version=0, max_version=1)
+@register(
+    api_key=ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    name="AlterPartitionReassignments",
+    min_version=0,
+    max_version=1,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.ALTER):
         return build(

@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -54,7 +55,12 @@ def _check(
     return ErrorCode.none, None
 
 
-@register(api_key=51, name="AlterUserScramCredentials", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    name="AlterUserScramCredentials",
+    min_version=0,
+    max_version=0,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.ALTER):
         users = [str(d.name) for d in request.deletions] + [str(u.name) for u in request.upsertions]

@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum.tree import ZooKeeperError
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.acl_common import code_of, refusal
 from trafka.node.handlers.context import RequestContext
@@ -50,7 +51,7 @@ def binding_of(creation: Any) -> AclBinding:
     )
 
 
-@register(api_key=30, name="CreateAcls", min_version=1, max_version=2)
+@register(api_key=ApiKey.CREATE_ACLS, name="CreateAcls", min_version=1, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     creations = list(request.creations)
     results: list[dict[str, Any]] = [{"error_code": 0, "error_message": None} for _ in creations]

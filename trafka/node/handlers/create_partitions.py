@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -27,7 +28,7 @@ from trafka.node.topics import TopicError
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=37, name="CreatePartitions", min_version=0, max_version=3)
+@register(api_key=ApiKey.CREATE_PARTITIONS, name="CreatePartitions", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)

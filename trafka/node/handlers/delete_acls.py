@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum.tree import ZooKeeperError
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.acl_common import filter_of, refusal
 from trafka.node.handlers.context import RequestContext
@@ -28,7 +29,7 @@ def _result(code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"error_code": int(code), "error_message": message, "matching_acls": []}
 
 
-@register(api_key=31, name="DeleteAcls", min_version=1, max_version=2)
+@register(api_key=ApiKey.DELETE_ACLS, name="DeleteAcls", min_version=1, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     filters = [filter_of(wire) for wire in request.filters]
     results = [_result(ErrorCode.none, None) for _ in filters]

@@ -14,13 +14,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=42, name="DeleteGroups", min_version=0, max_version=2)
+@register(api_key=ApiKey.DELETE_GROUPS, name="DeleteGroups", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     service = ctx.services.groups
     results = []

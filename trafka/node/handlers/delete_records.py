@@ -18,13 +18,14 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=21, name="DeleteRecords", min_version=0, max_version=2)
+@register(api_key=ApiKey.DELETE_RECORDS, name="DeleteRecords", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_manager = ctx.services.replicas
     topics = []

@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -30,7 +31,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 _ZERO = uuid.UUID(int=0)
 
 
-@register(api_key=20, name="DeleteTopics", min_version=1, max_version=6)
+@register(api_key=ApiKey.DELETE_TOPICS, name="DeleteTopics", min_version=1, max_version=6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     wanted: list[tuple[str | None, uuid.UUID | None]]

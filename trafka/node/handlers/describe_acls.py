@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.acl_common import filter_of, refusal
 from trafka.node.handlers.context import RequestContext
@@ -45,7 +46,7 @@ def resources_of(bindings: list[AclBinding]) -> list[dict[str, Any]]:
     ]
 
 
-@register(api_key=29, name="DescribeAcls", min_version=1, max_version=2)
+@register(api_key=ApiKey.DESCRIBE_ACLS, name="DescribeAcls", min_version=1, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     def answer(code: ErrorCode, message: str | None, resources: list[dict[str, Any]]) -> Any:
         return build(

@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -23,7 +24,7 @@ from trafka.security.authorizer import ResourceType
 BROKERS_ENDPOINT = 1
 
 
-@register(api_key=60, name="DescribeCluster", min_version=0, max_version=1)
+@register(api_key=ApiKey.DESCRIBE_CLUSTER, name="DescribeCluster", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))

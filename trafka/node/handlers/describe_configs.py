@@ -32,6 +32,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -70,7 +71,7 @@ async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int
         await services.topics.refresh_topic(name)
 
 
-@register(api_key=32, name="DescribeConfigs", min_version=1, max_version=4)
+@register(api_key=ApiKey.DESCRIBE_CONFIGS, name="DescribeConfigs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     include_synonyms = bool(getattr(request, "include_synonyms", False))

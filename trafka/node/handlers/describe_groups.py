@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -25,7 +26,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 _UNKNOWN_OPERATIONS = -(2**31)
 
 
-@register(api_key=15, name="DescribeGroups", min_version=0, max_version=5)
+@register(api_key=ApiKey.DESCRIBE_GROUPS, name="DescribeGroups", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     service = ctx.services.groups
     groups = []

@@ -19,13 +19,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
 
 
-@register(api_key=35, name="DescribeLogDirs", min_version=1, max_version=4)
+@register(api_key=ApiKey.DESCRIBE_LOG_DIRS, name="DescribeLogDirs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE):
         return build(

@@ -21,13 +21,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum.status import METADATA_TOPIC, describe_quorum_topics
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
 
 
-@register(api_key=55, name="DescribeQuorum", min_version=0, max_version=1)
+@register(api_key=ApiKey.DESCRIBE_QUORUM, name="DescribeQuorum", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE):
         return build(

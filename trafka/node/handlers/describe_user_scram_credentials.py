@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -43,7 +44,12 @@ def _infos(quorum: Any, user: str) -> list[dict[str, int]]:
     ]
 
 
-@register(api_key=50, name="DescribeUserScramCredentials", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    name="DescribeUserScramCredentials",
+    min_version=0,
+    max_version=0,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE):
         return build(

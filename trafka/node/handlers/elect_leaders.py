@@ -23,6 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.controller.events import PreferredReplicaElection, UncleanLeaderElection
 from trafka.node.controller.selectors import ElectionFailure
@@ -52,7 +53,7 @@ def _answer(request: Any, error: int, results: dict[TopicPartition, tuple[int, s
     return build(response_class(request), data)
 
 
-@register(api_key=43, name="ElectLeaders", min_version=0, max_version=2)
+@register(api_key=ApiKey.ELECT_LEADERS, name="ElectLeaders", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.ALTER):
         code = int(ErrorCode.cluster_authorization_failed)

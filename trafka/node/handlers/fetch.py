@@ -49,6 +49,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net import fetch_encoding
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -64,7 +65,7 @@ def _size(result: ReadResult) -> int:
     return result.size
 
 
-@register(api_key=1, name="Fetch", min_version=4, max_version=12)
+@register(api_key=ApiKey.FETCH, name="Fetch", min_version=4, max_version=12)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     session_id = int(getattr(request, "session_id", 0))

@@ -16,13 +16,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import HeartbeatRequest
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=12, name="Heartbeat", min_version=0, max_version=4)
+@register(api_key=ApiKey.HEARTBEAT, name="Heartbeat", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
         return build(

@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
@@ -74,7 +75,12 @@ def _apply_changes(
     return _apply(current, changes)
 
 
-@register(api_key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
+@register(
+    api_key=ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    name="IncrementalAlterConfigs",
+    min_version=0,
+    max_version=1,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     await refresh_topic_from_tree(

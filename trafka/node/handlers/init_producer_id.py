@@ -27,6 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -49,7 +50,7 @@ def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | N
     return ErrorCode.cluster_authorization_failed
 
 
-@register(api_key=22, name="InitProducerId", min_version=0, max_version=4)
+@register(api_key=ApiKey.INIT_PRODUCER_ID, name="InitProducerId", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     refused = _refusal(ctx, request.transactional_id)
     if refused is not None:

@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import JoinGroupRequest, Protocol
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -33,7 +34,7 @@ def client_host(ctx: RequestContext) -> str:
     return f"/{ctx.client_host}" if ctx.client_host else ""
 
 
-@register(api_key=11, name="JoinGroup", min_version=0, max_version=7)
+@register(api_key=ApiKey.JOIN_GROUP, name="JoinGroup", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
         return build(

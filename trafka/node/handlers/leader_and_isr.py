@@ -20,13 +20,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import PartitionStateUpdate
 
 
-@register(api_key=4, name="LeaderAndIsr", min_version=3, max_version=4)
+@register(api_key=ApiKey.LEADER_AND_ISR, name="LeaderAndIsr", min_version=3, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     replica_manager = services.replicas

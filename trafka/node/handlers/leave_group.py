@@ -18,13 +18,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import LeavingMember
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=13, name="LeaveGroup", min_version=0, max_version=4)
+@register(api_key=ApiKey.LEAVE_GROUP, name="LeaveGroup", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
         return build(

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.state import GroupState, parse_state_filter
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=16, name="ListGroups", min_version=0, max_version=4)
+@register(api_key=ApiKey.LIST_GROUPS, name="ListGroups", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = tuple(getattr(request, "states_filter", ()) or ())
     states: frozenset[GroupState] | None = None

@@ -23,13 +23,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=2, name="ListOffsets", min_version=0, max_version=7)
+@register(api_key=ApiKey.LIST_OFFSETS, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))

@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.tree_reads import read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
@@ -24,7 +25,12 @@ from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
 
 
-@register(api_key=46, name="ListPartitionReassignments", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    name="ListPartitionReassignments",
+    min_version=0,
+    max_version=0,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE):
         return build(

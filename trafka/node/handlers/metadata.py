@@ -25,6 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -73,7 +74,7 @@ def _error_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None 
     }
 
 
-@register(api_key=3, name="Metadata", min_version=0, max_version=11)
+@register(api_key=ApiKey.METADATA, name="Metadata", min_version=0, max_version=11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     topics_manager = services.topics

@@ -25,13 +25,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import CommitPartition, OffsetCommitRequest, PartitionError
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=8, name="OffsetCommit", min_version=2, max_version=8)
+@register(api_key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", min_version=2, max_version=8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.services.topics
     known: list[CommitPartition] = []

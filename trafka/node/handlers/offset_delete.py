@@ -16,13 +16,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import PartitionError, TopicPartition
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=47, name="OffsetDelete", min_version=0, max_version=0)
+@register(api_key=ApiKey.OFFSET_DELETE, name="OffsetDelete", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     partitions = tuple(
         TopicPartition(str(t.name), int(p.partition_index))

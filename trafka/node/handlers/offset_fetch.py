@@ -23,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import FetchedOffset, OffsetFetchResult, TopicPartition
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -89,7 +90,7 @@ async def _fetch(
     return OffsetFetchResult(result.error, partitions)
 
 
-@register(api_key=9, name="OffsetFetch", min_version=1, max_version=8)
+@register(api_key=ApiKey.OFFSET_FETCH, name="OffsetFetch", min_version=1, max_version=8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(request)
     if has_field(request, "groups"):

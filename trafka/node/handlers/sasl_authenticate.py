@@ -27,6 +27,7 @@ from typing import Any, Final
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -52,7 +53,7 @@ def _failure(request: Any, code: ErrorCode, message: str) -> Any:
     )
 
 
-@register(api_key=36, name="SaslAuthenticate", min_version=0, max_version=2)
+@register(api_key=ApiKey.SASL_AUTHENTICATE, name="SaslAuthenticate", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     if (

@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -30,7 +31,7 @@ from trafka.security.sasl import create_server
 _RANDOM = random.SystemRandom()
 
 
-@register(api_key=17, name="SaslHandshake", min_version=0, max_version=1)
+@register(api_key=ApiKey.SASL_HANDSHAKE, name="SaslHandshake", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     config = None if session is None else session.listener.sasl

@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -35,7 +36,7 @@ def _partitions(request: Any) -> list[tuple[str, int, bool]]:
     return [(str(t.name), int(p), delete) for t in request.topics for p in t.partition_indexes]
 
 
-@register(api_key=5, name="StopReplica", min_version=1, max_version=3)
+@register(api_key=ApiKey.STOP_REPLICA, name="StopReplica", min_version=1, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     partitions = _partitions(request)

@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import SyncGroupRequest
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -29,7 +30,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 _SYNC_WAIT_MS = 300_000
 
 
-@register(api_key=14, name="SyncGroup", min_version=0, max_version=5)
+@register(api_key=ApiKey.SYNC_GROUP, name="SyncGroup", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
         return build(

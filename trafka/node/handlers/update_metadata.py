@@ -24,13 +24,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.metadata_cache import BrokerInfo
 
 
-@register(api_key=6, name="UpdateMetadata", min_version=5, max_version=6)
+@register(api_key=ApiKey.UPDATE_METADATA, name="UpdateMetadata", min_version=5, max_version=6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     if services.replicas.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:

@@ -185,28 +185,12 @@ class OffsetResult:
 
 
 def _error_for(error: Exception) -> tuple[int, str]:
+    """Kafka's error code for a failed log operation: the one the log error carries
+    (`trafka.log.errors`); anything else is UNKNOWN_SERVER_ERROR, named in the message."""
     name = type(error).__name__
     message = str(error) or name
-    mapping: list[tuple[str, ErrorCode]] = [
-        ("InvalidRecordError", ErrorCode.invalid_record),
-        ("CorruptRecordError", ErrorCode.corrupt_message),
-        ("RecordTooLargeError", ErrorCode.message_too_large),
-        ("RecordBatchTooLargeError", ErrorCode.record_list_too_large),
-        ("OutOfOrderSequenceError", ErrorCode.out_of_order_sequence_number),
-        ("DuplicateSequenceError", ErrorCode.duplicate_sequence_number),
-        ("InvalidProducerEpochError", ErrorCode.invalid_producer_epoch),
-        ("UnknownProducerIdError", ErrorCode.unknown_producer_id),
-        ("InvalidTimestampError", ErrorCode.invalid_timestamp),
-        ("OffsetOutOfRangeError", ErrorCode.offset_out_of_range),
-        ("LogDirFailedError", ErrorCode.kafka_storage_error),
-        ("InvalidTxnStateError", ErrorCode.invalid_txn_state),
-    ]
-    for klass in type(error).__mro__:
-        for error_name, code in mapping:
-            if klass.__name__ == error_name:
-                return int(code), message
     if isinstance(error, log_errors.LogError):
-        return int(ErrorCode.unknown_server_error), message
+        return error.error_code, message
     return int(ErrorCode.unknown_server_error), f"{name}: {message}"
 
 

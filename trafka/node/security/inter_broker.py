@@ -32,18 +32,19 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import KafkaConnection
 from trafka.security.authorizer import AclOperation, Action, Authorizer, Requester
 
 if TYPE_CHECKING:
     from trafka.net.client_security import ClientSecurity
 
-LEADER_AND_ISR: Final = 4
-STOP_REPLICA: Final = 5
-UPDATE_METADATA: Final = 6
-CONTROLLED_SHUTDOWN: Final = 7
-FETCH: Final = 1
-OFFSET_FOR_LEADER_EPOCH: Final = 23
+LEADER_AND_ISR: Final = ApiKey.LEADER_AND_ISR
+STOP_REPLICA: Final = ApiKey.STOP_REPLICA
+UPDATE_METADATA: Final = ApiKey.UPDATE_METADATA
+CONTROLLED_SHUTDOWN: Final = ApiKey.CONTROLLED_SHUTDOWN
+FETCH: Final = ApiKey.FETCH
+OFFSET_FOR_LEADER_EPOCH: Final = ApiKey.OFFSET_FOR_LEADER_EPOCH
 CONTROLLER_APIS: Final = frozenset({LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA})
 EPOCH_CATCH_UP_S: Final = 5.0
 EPOCH_POLL_S: Final = 0.05
