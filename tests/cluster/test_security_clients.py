@@ -30,6 +30,7 @@ from tests.cluster.secure_clients import Security
 from tests.support.certs import CertificateAuthority, Pem
 from tests.support.cluster import KnodeCluster
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 from trafka.net import codec
 from trafka.net.client import ConnectionBroken, KafkaConnection
 from trafka.net.client_security import ClientSecurity
@@ -357,7 +358,26 @@ def test_scram_credentials_are_stored_salted(secure_node: SecureNode) -> None:
     answer = trio.run(read)
     text = repr(answer)
     assert "carol-secret" not in text
-    data = next(bytes(n.data) for n in answer.entries if n.path == "/config/users/carol")
+    # TrafkaDescribeZNodes never answers credentials (docs/security.md, "Authorization"):
+    # the stored form is read from the node's quorum data dir, offline.
+    assert [n.data for n in answer.entries if n.path == "/config/users/carol"] == [None]
+    from trafka.metadata_quorum.transport import load_data_dir
+
+    quorum_dir = secure_node.cluster.nodes[1].data_dir / "quorum"
+
+    def stored() -> bytes | None:
+        # The journal's commit index reaches the disk once a second: poll.
+        tree = load_data_dir(quorum_dir).tree
+        return (
+            bytes(tree.get("/config/users/carol")[0])
+            if tree.exists("/config/users/carol")
+            else None
+        )
+
+    wait_until(lambda: stored() is not None, timeout_s=30, what="carol's entity on disk")
+    data = stored()
+    assert data is not None
+    assert b"carol-secret" not in data
     entity = json.loads(data)
     for mechanism, iterations in (("SCRAM-SHA-512", 8192), ("SCRAM-SHA-256", 4096)):
         fields = dict(part.split("=", 1) for part in entity["config"][mechanism].split(","))
