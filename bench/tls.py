@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import socket
 import ssl
 import statistics
@@ -33,10 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.certs import CertificateAuthority  # noqa: E402
 
-JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_bench="bench-secret";'
-)
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";'
 
 
 def free_port() -> int:
@@ -54,9 +50,7 @@ def _security(listener: str, ca: Path) -> dict[str, str]:
 def produce(bootstrap: str, conf: dict[str, str], topic: str, count: int, out: object) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, **conf}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, **conf})
     value = b"x" * 100
     start = time.perf_counter()
     for _ in range(count):
@@ -74,8 +68,14 @@ def consume(bootstrap: str, conf: dict[str, str], topic: str, count: int, out: o
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576, **conf}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 1048576,
+            **conf,
+        }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen = 0
@@ -97,8 +97,9 @@ def _run(target: object, *args: object) -> float:
     return elapsed
 
 
-def authentications_per_second(port: int, protocol: str, mechanism: str, ca: Path,
-                               seconds: float) -> float:
+def authentications_per_second(
+    port: int, protocol: str, mechanism: str, ca: Path, seconds: float
+) -> float:
     import trio
 
     from trafka.net.client import KafkaConnection
@@ -131,8 +132,11 @@ def _create_scram_user(bootstrap: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(
-            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"carol-secret")]
+        [
+            UserScramCredentialUpsertion(
+                "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"carol-secret"
+            )
+        ]
     ).values():
         future.result(30)
 
@@ -147,8 +151,12 @@ def main() -> None:
         base = Path(tmp)
         ca = CertificateAuthority(base / "certs")
         broker = ca.issue("broker", "localhost")
-        ports = {"PLAIN": free_port(), "TLS": free_port(), "SCRAM": free_port(),
-                 "SASLPLAIN": free_port()}
+        ports = {
+            "PLAIN": free_port(),
+            "TLS": free_port(),
+            "SCRAM": free_port(),
+            "SASLPLAIN": free_port(),
+        }
         settings = [
             "listeners=" + ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
             "listener.security.protocol.map=PLAIN:PLAINTEXT,TLS:SSL,SCRAM:SASL_SSL,"
@@ -164,8 +172,8 @@ def main() -> None:
         command = [sys.executable, "-m", "trafka.tools.knode", "start", "--id", "1"]
         for item in settings:
             command += ["--set", item]
-        node = subprocess.Popen(command, stderr=open(base / "knode.log", "wb"),
-                                stdout=subprocess.DEVNULL, cwd=tmp)
+        with open(base / "knode.log", "wb") as stderr:
+            node = subprocess.Popen(command, stderr=stderr, stdout=subprocess.DEVNULL, cwd=tmp)
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -188,21 +196,27 @@ def main() -> None:
                     consume_s = _run(consume, bootstrap, conf, topic, args.messages)
                     results[listener]["produce"].append(args.messages / produce_s)
                     results[listener]["consume"].append(args.messages / consume_s)
-                    print(f"repeat {repeat + 1} {listener:5} produce "
-                          f"{args.messages / produce_s:10,.0f} msgs/s  consume "
-                          f"{args.messages / consume_s:10,.0f} msgs/s", flush=True)
+                    print(
+                        f"repeat {repeat + 1} {listener:5} produce "
+                        f"{args.messages / produce_s:10,.0f} msgs/s  consume "
+                        f"{args.messages / consume_s:10,.0f} msgs/s",
+                        flush=True,
+                    )
             for kind in ("produce", "consume"):
                 plain = statistics.median(results["PLAIN"][kind])
                 tls = statistics.median(results["TLS"][kind])
-                print(f"median {kind}: PLAINTEXT {plain:,.0f} msgs/s, TLS {tls:,.0f} msgs/s, "
-                      f"ratio {tls / plain:.2f}")
+                print(
+                    f"median {kind}: PLAINTEXT {plain:,.0f} msgs/s, TLS {tls:,.0f} msgs/s, "
+                    f"ratio {tls / plain:.2f}"
+                )
             _create_scram_user(f"127.0.0.1:{ports['PLAIN']}")
             for name, port, protocol, mechanism in (
                 ("SCRAM-SHA-512 over TLS", ports["SCRAM"], "SASL_SSL", "SCRAM-SHA-512"),
                 ("PLAIN over TCP", ports["SASLPLAIN"], "SASL_PLAINTEXT", "PLAIN"),
             ):
-                rate = authentications_per_second(port, protocol, mechanism, ca.ca_file,
-                                                  args.auth_seconds)
+                rate = authentications_per_second(
+                    port, protocol, mechanism, ca.ca_file, args.auth_seconds
+                )
                 print(f"authentications/s, {name}: {rate:,.0f}")
         finally:
             node.terminate()
@@ -210,7 +224,6 @@ def main() -> None:
                 node.wait(30)
             except subprocess.TimeoutExpired:
                 node.kill()
-    os.environ.pop("UNUSED", None)
 
 
 if __name__ == "__main__":
