@@ -70,7 +70,12 @@ from trafka.node.replication.ids import (
     TopicPartition,
     ZkVersion,
 )
-from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
+from trafka.node.replication.leader import (
+    IsrWrite,
+    IsrWriteOutcome,
+    PartitionLeaderState,
+    acks_all_outcome,
+)
 from trafka.node.replication.throttle import (
     ReplicationQuota,
     ThrottleSettings,
@@ -141,29 +146,12 @@ class OffsetResult:
 
 
 def _error_for(error: Exception) -> tuple[int, str]:
-    name = type(error).__name__
-    message = str(error) or name
-    mapping: list[tuple[str, ErrorCode]] = [
-        ("InvalidRecordError", ErrorCode.invalid_record),
-        ("CorruptRecordError", ErrorCode.corrupt_message),
-        ("RecordTooLargeError", ErrorCode.message_too_large),
-        ("RecordBatchTooLargeError", ErrorCode.record_list_too_large),
-        ("OutOfOrderSequenceError", ErrorCode.out_of_order_sequence_number),
-        ("DuplicateSequenceError", ErrorCode.duplicate_sequence_number),
-        ("InvalidProducerEpochError", ErrorCode.invalid_producer_epoch),
-        ("UnknownProducerIdError", ErrorCode.unknown_producer_id),
-        ("InvalidTimestampError", ErrorCode.invalid_timestamp),
-        ("OffsetOutOfRangeError", ErrorCode.offset_out_of_range),
-        ("LogDirFailedError", ErrorCode.kafka_storage_error),
-        ("InvalidTxnStateError", ErrorCode.invalid_txn_state),
-    ]
-    for klass in type(error).__mro__:
-        for error_name, code in mapping:
-            if klass.__name__ == error_name:
-                return int(code), message
+    """(Kafka error code, message) of an exception from the log: log errors carry their
+    code as data (`trafka.log.errors`); anything else is a bug, UNKNOWN_SERVER_ERROR."""
+    message = str(error) or type(error).__name__
     if isinstance(error, log_errors.LogError):
-        return int(ErrorCode.unknown_server_error), message
-    return int(ErrorCode.unknown_server_error), f"{name}: {message}"
+        return int(error.error_code), message
+    return int(ErrorCode.unknown_server_error), f"{type(error).__name__}: {message}"
 
 
 class ReplicaManager:
@@ -254,7 +242,9 @@ class ReplicaManager:
                     high_watermark=Offset(int(log.high_watermark)),
                     now_ms=now_ms,
                     replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                    min_insync_replicas=self._min_insync_replicas(update.topic),
+                    min_insync_replicas=self._min_insync_replicas(
+                        update.topic, in_force=max(1, len(update.replicas))
+                    ),
                 )
                 self._high_watermark_moved(tp)
             elif update.leader < 0:
@@ -288,11 +278,18 @@ class ReplicaManager:
                 self._log_manager.delete(topic, partition)
         self._wake_fetches()
 
-    def _min_insync_replicas(self, topic: str) -> int:
+    def _min_insync_replicas(self, topic: str, *, in_force: int | None = None) -> int:
+        """The topic's `min.insync.replicas`. A lookup that fails never weakens acks=all
+        (issue 12, item 6): the value in force stays (`in_force`: the leader's current
+        value, or the replica count for a new leader, the strictest meaningful one);
+        without one the error propagates."""
         try:
             return int(self._log_config_for(topic).min_insync_replicas)
         except Exception:
-            return 1
+            if in_force is None:
+                raise
+            log_.exception("cannot read min.insync.replicas of %s; keeping %d", topic, in_force)
+            return in_force
 
     def _high_watermark_moved(self, tp: TopicPartition) -> None:
         state = self.leaders.get(tp)
@@ -322,7 +319,7 @@ class ReplicaManager:
             self._isr_send.send_nowait(write)
         except trio.WouldBlock:
             state = self.leaders.get(write.tp)
-            if state is not None:
+            if state is not None and not state.pending_in_doubt:  # in doubt: re-issued later
                 state.on_isr_write_result(False, ZkVersion(-1), self._now_ms())
 
     async def run(self) -> None:
@@ -338,7 +335,11 @@ class ReplicaManager:
                         self._queue_isr_write(write)
 
     async def _isr_writer(self) -> None:
-        from trafka.metadata_quorum.tree import ZooKeeperError
+        from trafka.metadata_quorum.tree import (
+            ConnectionLossError,
+            OperationTimeoutError,
+            ZooKeeperError,
+        )
         from trafka.node.controller import tree_ops
         from trafka.node.controller_service import _ClientView
 
@@ -348,7 +349,7 @@ class ReplicaManager:
             except ZooKeeperError as error:
                 log_.info("cannot create %s: %s", ISR_CHANGE_NOTIFICATION_PATH, error)
         async for write in self._isr_receive:
-            succeeded, version = False, ZkVersion(-1)
+            outcome, version = IsrWriteOutcome.CONFLICT, ZkVersion(-1)
             if self.quorum is not None:
                 try:
                     ops = tree_ops.to_multi_ops(
@@ -356,14 +357,19 @@ class ReplicaManager:
                     )
                     results = await self.quorum.multi(list(ops))
                     version = ZkVersion(int(results[0].stat.version))
-                    succeeded = True
+                    outcome = IsrWriteOutcome.COMMITTED
+                except (OperationTimeoutError, ConnectionLossError) as error:
+                    # It may still commit: stay in doubt, re-issued by the periodic check.
+                    log_.warning("ISR write for %s has an unknown outcome: %s", write.tp, error)
+                    outcome = IsrWriteOutcome.UNKNOWN
                 except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
                     log_.info("ISR write for %s failed: %s", write.tp, error)
             state = self.leaders.get(write.tp)
             if state is None or state.leader_epoch != write.leader_epoch:
                 continue
-            advanced = state.on_isr_write_result(succeeded, version, self._now_ms())
-            if not succeeded:
+            succeeded = outcome is IsrWriteOutcome.COMMITTED
+            advanced = state.on_isr_write_result(outcome, version, self._now_ms())
+            if outcome is IsrWriteOutcome.CONFLICT:
                 self._resync_partition_state(state)
             if succeeded:
                 log_.info("ISR of %s-%d is now %s", write.tp.topic, write.tp.partition, write.isr)
@@ -512,7 +518,9 @@ class ReplicaManager:
             return AppendResult(int(ErrorCode.corrupt_message), error_message="empty record set")
         tp = TopicPartition(topic, partition)
         leader = self.leaders[tp]
-        leader.min_insync_replicas = self._min_insync_replicas(topic)
+        leader.min_insync_replicas = self._min_insync_replicas(
+            topic, in_force=leader.min_insync_replicas
+        )
         before = leader.check_before_append(required_acks)
         if before is not ErrorCode.none:
             return AppendResult(
