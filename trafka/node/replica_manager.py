@@ -59,6 +59,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.log import errors as log_errors
+from trafka.log.validation import RecordValidationError
 from trafka.net.framing import Chunk, FileRegion
 from trafka.node.replication.fencing import ControllerEpochFence, Role, leader_and_isr_role
 from trafka.node.replication.follower import PartitionFollowerState
@@ -99,6 +100,8 @@ class AppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
+    """KIP-467: (batch_index, message) of each refused record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,7 +535,17 @@ class ReplicaManager:
             info = log.append_as_leader(records, leader_epoch=leader_epoch, now_ms=self._now_ms())
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
             code, message = _error_for(error)
-            return AppendResult(code, log_start_offset=log.log_start_offset, error_message=message)
+            return AppendResult(
+                code,
+                log_start_offset=log.log_start_offset,
+                error_message=message,
+                record_errors=tuple(
+                    (e.batch_index, e.message)
+                    for e in (
+                        error.record_errors if isinstance(error, RecordValidationError) else ()
+                    )
+                ),
+            )
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
             self._high_watermark_moved(tp)
