@@ -1,11 +1,24 @@
-"""Layering rules import-linter cannot express: pysyncobj is imported by exactly one module."""
+"""Layering rules import-linter cannot express: pysyncobj is imported by exactly one module,
+and no module of trafka takes part in an import cycle.
+
+The cycle check complements the `acyclic_siblings` contract in pyproject.toml (which sees
+cycles between the modules of a package and between sibling packages, but not one through a
+package's own `__init__`): it builds the module graph with grimp, as import-linter does
+(imports inside functions and under TYPE_CHECKING included), and allows only the imports
+that contract's `ignore_imports` lists, so there is one allow-list.
+"""
 
 from __future__ import annotations
 
 import ast
+import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "trafka"
+import grimp
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "trafka"
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -25,3 +38,104 @@ def test_pysyncobj_is_imported_only_by_the_quorum_transport() -> None:
         if "pysyncobj" in _imported_roots(path)
     )
     assert importers == ["metadata_quorum/transport.py"]
+
+
+# ------------------------------------------------------------------ import cycles
+
+
+def import_cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(edges.get(successor, ())))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component: list[str] = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+def _allowed_imports() -> set[tuple[str, str]]:
+    """The acyclic contract's `ignore_imports` (the known cycle being removed)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (acyclic,) = [c for c in contracts if c["type"] == "acyclic_siblings"]
+    assert acyclic["ancestors"] == ["trafka"] and "skip_descendants" not in acyclic
+    allowed: set[tuple[str, str]] = set()
+    for entry in acyclic.get("ignore_imports", []):
+        importer, imported = (part.strip() for part in entry.split("->"))
+        assert "*" not in entry, f"name each allowed import exactly: {entry}"
+        allowed.add((importer, imported))
+    return allowed
+
+
+def _trafka_edges(allowed: set[tuple[str, str]]) -> dict[str, set[str]]:
+    graph = grimp.build_graph("trafka", cache_dir=None)
+    edges: dict[str, set[str]] = {}
+    for module in graph.modules:
+        if not module.startswith("trafka"):
+            continue
+        edges[module] = {
+            imported
+            for imported in graph.find_modules_directly_imported_by(module)
+            if imported.startswith("trafka") and (module, imported) not in allowed
+        }
+    return edges
+
+
+def test_no_module_takes_part_in_an_import_cycle() -> None:
+    cycles = import_cycles(_trafka_edges(_allowed_imports()))
+    assert cycles == [], f"import cycles in trafka (break them; see docs/architecture.md): {cycles}"
+
+
+def test_every_allowed_import_exists() -> None:
+    # A stale allow-list entry would hide a future cycle through the same import.
+    edges = _trafka_edges(set())
+    stale = sorted(pair for pair in _allowed_imports() if pair[1] not in edges.get(pair[0], ()))
+    assert stale == []
+
+
+def test_cycle_finder_sees_cycles_through_packages_and_long_rings() -> None:
+    edges = {
+        "p": {"p.a"},
+        "p.a": {"p"},  # a package and its own module
+        "r.1": {"r.2"},
+        "r.2": {"r.3"},
+        "r.3": {"r.1", "leaf"},
+        "leaf": set(),
+        "chain.a": {"chain.b"},
+        "chain.b": {"leaf"},
+        "self": {"self"},  # a module importing itself is no cycle between modules
+    }
+    assert import_cycles(edges) == [["p", "p.a"], ["r.1", "r.2", "r.3"]]

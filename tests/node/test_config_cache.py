@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig
+from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_manager import ReplicaManager
+from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.topics import TopicManager
 
 

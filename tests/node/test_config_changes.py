@@ -24,8 +24,8 @@ from trafka.metadata_quorum.tree import (
     ZNodeTree,
 )
 from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig, ConfigSource
-from trafka.node.config_changes import (
+from trafka.node.config.broker import BrokerConfig, ConfigSource
+from trafka.node.config.changes import (
     DEFAULT_BROKER_ENTITY,
     ConfigChangeListener,
     Entity,

@@ -45,13 +45,11 @@ from trafka.node.controller.events import (
 )
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import BrokerInfo
+from trafka.node.controller.service import ControllerService
+from trafka.node.controller.tree_reads import read_snapshot
 from trafka.node.controller.watch_routes import EVERYTHING, NOTHING, Dirty, PendingChanges
-from trafka.node.controller_service import (
-    ControllerService,
-    TreeWatcher,
-    encode_request,
-    read_snapshot,
-)
+from trafka.node.controller.watcher import TreeWatcher
+from trafka.node.controller.wire import encode_request
 from trafka.node.replication.ids import (
     BrokerId,
     ControllerEpoch,

@@ -15,14 +15,14 @@ from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_manager import (
+from trafka.node.replication.follower import follower_log_start_offset
+from trafka.node.replication.replica_manager import (
     AppendResult,
     PartitionStateUpdate,
     PendingAppend,
     ReplicaManager,
     _error_for,
 )
-from trafka.node.replication.follower import follower_log_start_offset
 from trafka.node.topics import TopicManager
 
 ME = 1

@@ -15,10 +15,10 @@ from trafka.log.records import NewRecord, build_batch
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import NoNodeError
 from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig
+from trafka.node.config.broker import BrokerConfig
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.stray_logs import (
     LocalPartition,
     StrayDecision,

@@ -50,15 +50,16 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId as BrokerIdWire
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.net import protocol
 from trafka.net.headers import RequestHeader
 from trafka.net.server import RequestTurn
-from trafka.node.config import BrokerConfig, ConfigDef, ConfigSource, definition
+from trafka.node.config.broker import BrokerConfig, ConfigDef, ConfigSource, definition
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadataStore
-from trafka.node.replica_manager import ReplicaManager
+from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
 
@@ -78,6 +79,9 @@ STRAY_BARRIER_TIMEOUT_S = 30.0
 STRAY_BARRIER_GIVE_UP_S = 600.0
 """Without a barrier by then the stray-log check is skipped (nothing is deleted)."""
 STRAY_BARRIER_RETRY_S = 1.0
+#: Registration attempts when the quorum session expires meanwhile (a loaded start).
+REGISTER_ATTEMPTS = 40
+REGISTER_RETRY_S = 0.25
 
 
 class StartupError(Exception):
@@ -148,7 +152,7 @@ class Broker:
         self.quorum_event_listeners: list[Callable[[Any], None]] = []
         """Called with every WatchEvent/SessionEvent of the node's quorum replica."""
         self.controller_service: Any = None
-        """`trafka.node.controller_service.ControllerService` once serving; None on a broker-only
+        """`trafka.node.controller.service.ControllerService` once serving; None on a broker-only
         node (process.roles=broker), which never runs the controller."""
         self.fetchers: Any = None
         self.group_service: Any = None
@@ -200,7 +204,7 @@ class Broker:
 
     def controller_id(self) -> int:
         """The active controller: the broker id in `/controller` (-1 when there is none)."""
-        from trafka.node.controller_service import controller_id_in_tree
+        from trafka.node.controller.tree_reads import controller_id_in_tree
 
         store = self.store
         quorum = getattr(store, "quorum", None)
@@ -476,7 +480,7 @@ class Broker:
     ) -> list[ConfigEntry]:
         """Every topic key with its value and source (DYNAMIC_TOPIC_CONFIG or a broker
         synonym or the default), Kafka's DescribeConfigs semantics."""
-        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+        from trafka.node.config.topic import TOPIC_CONFIG_DEFS
 
         if overrides is None:
             state = self.topics.get(topic)
@@ -508,7 +512,7 @@ class Broker:
         return entries
 
     def describe_broker_configs(self) -> list[ConfigEntry]:
-        from trafka.node.config import BROKER_CONFIG_DEFS
+        from trafka.node.config.broker import BROKER_CONFIG_DEFS
 
         return [
             _broker_config_entry(config_def, *self.config.describe(config_def.name))
@@ -518,7 +522,7 @@ class Broker:
     def describe_default_broker_configs(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults (`/config/brokers/<default>`), as Kafka answers
         DescribeConfigs for the BROKER resource "": only the keys set there."""
-        from trafka.node.config import BROKER_CONFIG_DEFS
+        from trafka.node.config.broker import BROKER_CONFIG_DEFS
 
         defaults = self.config.dynamic_default_values
         return [
@@ -538,7 +542,7 @@ class Broker:
         """Dynamic broker configs: this broker's (`/config/brokers/<id>`) or, with
         `cluster_default`, every broker's (`/config/brokers/<default>`); None deletes a key.
         The write is followed by a config change notification so every broker re-reads it."""
-        from trafka.node.config_changes import (
+        from trafka.node.config.changes import (
             DEFAULT_BROKER_ENTITY,
             broker_entity_path,
             notify_config_change,
@@ -632,7 +636,7 @@ class Broker:
         if state is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
         new = {k: v for k, v in transform(dict(state.configs)).items() if v is not None}
-        from trafka.node.topic_configs import TOPIC_CONFIG_DEFS
+        from trafka.node.config.topic import TOPIC_CONFIG_DEFS
 
         unknown = sorted(k for k in new if k not in TOPIC_CONFIG_DEFS)
         if unknown:
@@ -645,13 +649,13 @@ class Broker:
         self._sync_log_configs([name])
         self._refresh_throttles()
 
-    # ---- config change notifications (trafka.node.config_changes) ---------------------------
+    # ---- config change notifications (trafka.node.config.changes) ---------------------------
     async def apply_config_change(self, entity: Any) -> None:
         """One notified entity (`config_changes.Entity`): re-read it from the local replica
         of the tree and apply it; a topic this node does not know, another broker's entity
         or an unchanged config change nothing. A topic's change also reaches the controller
         (Kafka's TopicConfigHandler -> `enableTopicUncleanLeaderElection`)."""
-        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY, EntityType
+        from trafka.node.config.changes import DEFAULT_BROKER_ENTITY, EntityType
 
         if entity.entity_type is EntityType.TOPICS:
             await self._reload_topic_configs([entity.name])
@@ -777,7 +781,7 @@ class Broker:
     async def _reload_dynamic_configs(self) -> None:
         """This broker's `/config/brokers/<id>` and the cluster default `<default>`, at start
         and on every change notification of either (a no-op when both are unchanged)."""
-        from trafka.node.config_changes import DEFAULT_BROKER_ENTITY
+        from trafka.node.config.changes import DEFAULT_BROKER_ENTITY
 
         store = self._require_store()
         own = await self._read_broker_entity(store, str(self.node_id))
@@ -836,12 +840,23 @@ class Broker:
         )
 
     async def _register(self, store: MetadataStore) -> None:
-        registration = self._registration()
+        """Create our ephemeral /brokers/ids/<id>. A session that expires meanwhile (a start
+        on a loaded machine can miss heartbeats) is replaced by the bridge: retry on the new
+        one instead of exiting, as a Kafka broker re-registers on a new ZooKeeper session."""
         path = znodes.broker_path(self.node_id)
-        try:
-            await store.create(path, registration.to_json(), ephemeral=True)
-        except NodeExists:
-            await store.set_data(path, registration.to_json())
+        for attempt in range(REGISTER_ATTEMPTS):
+            registration = self._registration()
+            try:
+                try:
+                    await store.create(path, registration.to_json(), ephemeral=True)
+                except NodeExists:
+                    await store.set_data(path, registration.to_json())
+                break
+            except SessionExpiredError:
+                if attempt + 1 == REGISTER_ATTEMPTS:
+                    raise
+                log.warning("quorum session expired while registering; retrying")
+                await trio.sleep(REGISTER_RETRY_S)
         await self.refresh_brokers()
 
     async def refresh_brokers(self) -> None:
@@ -973,9 +988,9 @@ class Broker:
         await self._topics.load()
         self.log_manager = await trio.to_thread.run_sync(self._open_logs)
         from trafka.node.controller.machine import ControllerConfig
-        from trafka.node.controller_service import ControllerService
+        from trafka.node.controller.service import ControllerService
         from trafka.node.group_service import GroupService
-        from trafka.node.replica_fetcher import ReplicaFetchers
+        from trafka.node.replication.replica_fetcher import ReplicaFetchers
 
         quorum = getattr(store, "quorum", None)
         self._replica_manager = ReplicaManager(
@@ -1032,7 +1047,7 @@ class Broker:
                 self.controller_service = service
                 self.quorum_event_listeners.append(service.wake)
                 nursery.start_soon(service.run)
-                from trafka.node.config_changes import ConfigChangeListener
+                from trafka.node.config.changes import ConfigChangeListener
 
                 config_listener = ConfigChangeListener(
                     quorum, apply=self.apply_config_change, rescan=self.rescan_configs

@@ -13,7 +13,7 @@ Paths and payloads are Kafka's ZooKeeper layouts (`/brokers/ids/<id>`, `/brokers
 `/brokers/topics/<t>/partitions/<p>/state`, `/config/topics/<t>`, `/cluster/id`, ...).
 
 Sequential nodes (`create_sequential`) carry the config change notifications
-(`/config/changes/config_change_<seq>`, `trafka.node.config_changes`).
+(`/config/changes/config_change_<seq>`, `trafka.node.config.changes`).
 
 Not implemented here: watches (the broker re-reads after its own writes; watch-driven
 refresh is built on the quorum's watch channel: the controller, `config_changes`).

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
-from trafka.node.config_changes import notify_config_change, topic_entity_path
+from trafka.node.config.changes import notify_config_change, topic_entity_path
 from trafka.node.metadata_store import MetadataStore, NodeExists
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -524,7 +524,7 @@ class TopicManager:
 
     def apply_configs(self, name: str, configs: Mapping[str, str]) -> bool:
         """The topic's overrides as read from the tree after a config change notification
-        (`trafka.node.config_changes`); False when the topic is unknown here or unchanged."""
+        (`trafka.node.config.changes`); False when the topic is unknown here or unchanged."""
         state = self.topics.get(name)
         if state is None or dict(state.configs) == dict(configs):
             return False

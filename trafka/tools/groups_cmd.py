@@ -39,7 +39,7 @@ import typer
 from trafka.group.consumer_protocol import assigned_partitions
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
 
 groups_app = typer.Typer(
     help="List, describe, reset and delete consumer groups.", no_args_is_help=True

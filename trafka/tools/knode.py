@@ -42,7 +42,7 @@ import trio
 import typer
 
 from trafka.node.broker import Broker, StartupError
-from trafka.node.config import BrokerConfig, ConfigError, load_properties_file
+from trafka.node.config.broker import BrokerConfig, ConfigError, load_properties_file
 
 app = typer.Typer(
     name="knode",

@@ -63,7 +63,7 @@ import typer
 
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,

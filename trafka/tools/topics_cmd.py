@@ -27,7 +27,7 @@ Topics pending deletion: `describe` appends `\tMarkedForDeletion: true` to the t
 to each partition line of a topic queued in `/admin/delete_topics`, as kafka-topics.sh did
 with `--zookeeper` (TopicCommand's ZookeeperTopicService: `zkClient.isTopicMarkedForDeletion`).
 Metadata cannot say it, so the last request on the connection is trafka's private tree read
-(TrafkaDescribeZNodes, API key 10000, `trafka.node.metadata_client.read_znodes`) of the
+(TrafkaDescribeZNodes, API key 10000, `trafka.client.metadata.read_znodes`) of the
 children of `/admin/delete_topics`. Once the controller has started a deletion the brokers
 drop the topic from Metadata (UpdateMetadata with leader -2, CTL-29), so a pending topic that
 Metadata no longer lists is described from the tree, as the ZooKeeper variant did:
@@ -53,11 +53,11 @@ from typing import Annotated, Any
 import trio
 import typer
 
+from trafka.client.metadata import MetadataReadError, read_znodes
 from trafka.metadata_quorum import znodes
 from trafka.net import codec
 from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
-from trafka.node.handlers.kio_shape import build
-from trafka.node.metadata_client import MetadataReadError, read_znodes
+from trafka.net.kio_shape import build
 from trafka.node.topics import topic_id_text
 
 topics_app = typer.Typer(

@@ -14,10 +14,10 @@ from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_fetcher import ReplicaFetchers
-from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.replication.follower import PartitionFollowerState
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, TopicPartition
+from trafka.node.replication.replica_fetcher import ReplicaFetchers
+from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,

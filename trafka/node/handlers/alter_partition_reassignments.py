@@ -25,16 +25,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.events import CancelReassignment
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import TopicPartition
 
 
 def _moving(broker: Any, tp: TopicPartition) -> bool:
     quorum = broker.quorum
-    from trafka.node.controller_service import read_reassignment, read_topics
+    from trafka.node.controller.tree_reads import read_reassignment, read_topics
 
     plan = read_reassignment(quorum)
     if plan is not None and any(
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "responses": [],
             },
         )
-    from trafka.node.controller_service import read_brokers, read_reassignment
+    from trafka.node.controller.tree_reads import read_brokers, read_reassignment
 
     quorum = broker.quorum
     live = {int(b.broker_id) for b in read_brokers(quorum)}

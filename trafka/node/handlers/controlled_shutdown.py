@@ -16,10 +16,10 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.effects import ControlledShutdownAnswer
 from trafka.node.controller.events import ControlledShutdown
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import BrokerId
 

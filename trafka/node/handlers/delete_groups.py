@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 

@@ -3,10 +3,10 @@
 * v1: include_synonyms; config_source replaces is_default (KIP-226).
 * v2: no change. v3: include_documentation, config_type (KIP-569). v4: flexible (KIP-482).
 
-Resources: TOPIC (2) - every topic key of `trafka.node.topic_configs` with its value:
+Resources: TOPIC (2) - every topic key of `trafka.node.config.topic` with its value:
 the topic override (DYNAMIC_TOPIC_CONFIG), else the broker key it inherits from (synonym,
 STATIC_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG);
-BROKER (4) - every key of `trafka.node.config` for this broker (its own id; another
+BROKER (4) - every key of `trafka.node.config.broker` for this broker (its own id; another
 broker's id gets INVALID_REQUEST: clients send broker resources to that broker); the name ""
 lists the cluster-wide dynamic defaults (`/config/brokers/<default>`, only the keys set
 there, DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka does.
@@ -17,7 +17,7 @@ Topic configs are read fresh: before a TOPIC resource is described (or altered, 
 AlterConfigs / IncrementalAlterConfigs) the broker syncs with the quorum and re-reads the
 topic from the tree (`refresh_topic_from_tree`). A config written through another broker
 reaches this broker's caches anyway through the config change notifications
-(`trafka.node.config_changes`); the sync makes the answer read-your-writes at once.
+(`trafka.node.config.changes`); the sync makes the answer read-your-writes at once.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
@@ -29,8 +29,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 TOPIC_RESOURCE = 2

@@ -14,8 +14,8 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.controller.events import PreferredReplicaElection, UncleanLeaderElection
 from trafka.node.controller.selectors import ElectionFailure
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import TopicPartition
 

@@ -45,10 +45,10 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net import fetch_encoding
+from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import ReadResult
+from trafka.node.replication.replica_manager import ReadResult
 
 FINAL_EPOCH = -1
 MAX_WAIT_CAP_MS = 60_000

@@ -19,9 +19,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import refresh_topic_from_tree
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import PartitionStateUpdate
+from trafka.node.replication.replica_manager import PartitionStateUpdate
 
 
 @register(api_key=4, name="LeaderAndIsr", min_version=3, max_version=4)

@@ -16,9 +16,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import LeavingMember
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
 
 

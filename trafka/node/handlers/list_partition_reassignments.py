@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
 @register(api_key=46, name="ListPartitionReassignments", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    from trafka.node.controller_service import read_reassignment, read_topics
+    from trafka.node.controller.tree_reads import read_reassignment, read_topics
 
     quorum = ctx.broker.quorum
     topics = read_topics(quorum)

@@ -30,11 +30,11 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.produce_rules import check_produce_partition
-from trafka.node.replica_manager import AppendResult, PendingAppend
+from trafka.node.replication.replica_manager import AppendResult, PendingAppend
 
 
 @register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)

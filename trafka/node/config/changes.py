@@ -49,7 +49,7 @@ import trio
 from trafka.metadata_quorum import znodes
 from trafka.node.metadata_store import MetadataStore
 
-log = logging.getLogger("trafka.node.config_changes")
+log = logging.getLogger("trafka.node.config.changes")
 
 DEFAULT_BROKER_ENTITY = "<default>"
 """Kafka's name for the cluster-wide default broker config entity."""

@@ -37,7 +37,7 @@ take their settings from this node's local replica of the metadata tree (the two
 `/config/brokers/<id>`, else `<default>`; the throttled-replica lists from
 `/config/topics/<t>` of the topics this node holds), re-read after every LeaderAndIsr and
 whenever the broker applies a config change notification (`refresh_throttles`, called by
-`trafka.node.config_changes` through the broker), so an AlterConfigs on any broker takes
+`trafka.node.config.changes` through the broker), so an AlterConfigs on any broker takes
 effect here without a restart. `read` returns no data to a follower outside
 the ISR for a partition of the leader list while the leader quota is exceeded; the Fetch
 handler records the bytes it sent for listed partitions (`record_leader_throttled_bytes`);
@@ -84,7 +84,7 @@ from trafka.node.replication.throttle import (
 )
 from trafka.node.topics import TopicManager
 
-log_ = logging.getLogger("trafka.node.replica_manager")
+log_ = logging.getLogger("trafka.node.replication.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 LATEST_TIMESTAMP = -1
@@ -344,7 +344,7 @@ class ReplicaManager:
             ZooKeeperError,
         )
         from trafka.node.controller import tree_ops
-        from trafka.node.controller_service import _ClientView
+        from trafka.node.controller.tree_reads import ClientTreeView
 
         if self.quorum is not None:
             try:  # the parent of the sequential notifications, so concurrent writers agree
@@ -356,7 +356,7 @@ class ReplicaManager:
             if self.quorum is not None:
                 try:
                     ops = tree_ops.to_multi_ops(
-                        tree_ops.isr_write_ops(write), _ClientView(self.quorum)
+                        tree_ops.isr_write_ops(write), ClientTreeView(self.quorum)
                     )
                     results = await self.quorum.multi(list(ops))
                     version = ZkVersion(int(results[0].stat.version))
@@ -393,7 +393,7 @@ class ReplicaManager:
         """After a conflicting ISR write: if the tree still names this broker leader in the
         same leader epoch (the controller rewrote the state without a new epoch), adopt its
         version and ISR so the next proposal can succeed (Kafka re-reads the state too)."""
-        from trafka.node.controller_service import read_partition_state
+        from trafka.node.controller.tree_reads import read_partition_state
 
         if self.quorum is None:
             return

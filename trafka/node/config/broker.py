@@ -10,7 +10,7 @@ A node's configuration is built in layers, lowest first (Kafka's precedence, and
    metadata tree: the cluster-wide default `/config/brokers/<default>` (resource name "",
    DYNAMIC_DEFAULT_BROKER_CONFIG, 3), then this broker's `/config/brokers/<id>`
    (DYNAMIC_BROKER_CONFIG, 2). Every broker re-reads both on a config change notification
-   (`trafka.node.config_changes`), so a change made through any broker reaches all.
+   (`trafka.node.config.changes`), so a change made through any broker reaches all.
 
 Every key is Kafka's name with Kafka's default unless the `reason` of its definition says
 otherwise. An unknown key or a value of the wrong type raises `ConfigError` with one line

@@ -53,7 +53,7 @@ from trafka.node.replication.follower import (
 from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
 from trafka.node.replication.truncation import EpochEndOffset
 
-log = logging.getLogger("trafka.node.replica_fetcher")
+log = logging.getLogger("trafka.node.replication.replica_fetcher")
 
 CONNECT_BACKOFF_S = 0.2
 
