@@ -129,6 +129,12 @@ def _generate_cluster_id() -> str:
     return topic_id_text(uuid.uuid4())
 
 
+TOPIC_SEGMENT_BYTES_MIN = 1024 * 1024
+"""`segment.bytes` minimum of Kafka 4 (KIP-1030; `segment.ms` keeps its minimum of 1 ms
+until Kafka 5). Enforced on topic configs and `log.segment.bytes`; the log layer itself
+accepts smaller segments (its tests use them)."""
+
+
 class Broker:
     """One trafka node. `await broker.run(task_status=...)` serves until cancelled."""
 
@@ -471,9 +477,18 @@ class Broker:
         from trafka.log.config import LogConfig
 
         try:
-            LogConfig.from_properties({**self.config.topic_defaults(), **dict(configs)})
+            log_config = LogConfig.from_properties(
+                {**self.config.topic_defaults(), **dict(configs)}
+            )
         except (ValueError, KeyError) as error:
             raise TopicError(ErrorCode.invalid_config, str(error) or "Invalid config") from None
+        if log_config.segment_bytes < TOPIC_SEGMENT_BYTES_MIN:
+            # Kafka 4 (KIP-1030): smaller segments roll a file per produce.
+            raise TopicError(
+                ErrorCode.invalid_config,
+                f"Invalid value {log_config.segment_bytes} for configuration segment.bytes: "
+                f"Value must be at least {TOPIC_SEGMENT_BYTES_MIN}",
+            )
 
     def describe_topic_configs(
         self, topic: str, overrides: Mapping[str, str] | None = None
@@ -920,6 +935,10 @@ class Broker:
             socket_request_max_bytes=self.config.get_int("socket.request.max.bytes"),
             max_connections=self.config.get_int("max.connections"),
             max_connections_per_ip=self.config.get_int("max.connections.per.ip"),
+            max_connections_per_ip_overrides=net_server.parse_connection_overrides(
+                self.config.get("max.connections.per.ip.overrides") or ""
+            ),
+            queued_max_request_bytes=self.config.get_int("queued.max.request.bytes"),
             connections_max_idle_ms=self.config.get_int("connections.max.idle.ms"),
             max_in_flight_requests=min(self.config.get_int("queued.max.requests"), 64),
         )
