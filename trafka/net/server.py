@@ -61,7 +61,7 @@ from typing import Any, Final
 
 import trio
 
-from . import codec, headers, protocol
+from . import codec, headers, large_requests, protocol
 from .framing import (
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Chunk,
@@ -196,6 +196,8 @@ class RequestContext:
     peer_port: int
     listener_name: str
     turn: RequestTurn = field(default_factory=RequestTurn.first)
+    large: bool = False
+    """Decoded in slices (`trafka.net.large_requests`); the GC pause ends with its handler."""
 
     @property
     def api_key(self) -> int:
@@ -266,6 +268,14 @@ class _Pending:
     failed: bool = False
 
 
+async def _release_gc_pause_soon() -> None:
+    try:
+        for _ in range(3):
+            await trio.sleep(0)
+    finally:
+        large_requests.gc_pause.release()
+
+
 def frame_response(correlation_id: int, header_version: int, body: Sequence[Chunk]) -> list[Chunk]:
     """Size prefix + response header + body chunks."""
     header = headers.encode_response_header(correlation_id, header_version)
@@ -332,6 +342,7 @@ class _Connection:
             self.order_send.close()
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
+        self.nursery = nursery
         while True:
             await self.slots.acquire()
             frame = await self.reader.next_frame(self._reserve, self._check_header)
@@ -340,7 +351,7 @@ class _Connection:
                 return
             self.last_activity = trio.current_time()
             size = len(frame)
-            prepared = self._prepare(frame)
+            prepared = await self._prepare(frame)
             pending = _Pending(request_bytes=size)
             self.in_flight += 1
             self.order_send.send_nowait(pending)
@@ -372,7 +383,7 @@ class _Connection:
         await self.server.budget.reserve(size)
         self.in_flight_bytes += size
 
-    def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
+    async def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
         """Parse and check one request; raise _CloseConnection (or a header/codec error) to
         close the connection; return the ApiVersions fallback response directly."""
         api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
@@ -394,7 +405,21 @@ class _Connection:
         header_version = protocol.request_header_version(api_key, api_version)
         header, offset = headers.parse_request_header(frame, header_version)
         try:
-            request = codec.decode_request(api_key, api_version, frame, offset)
+            slices = large_requests.slice_decoder(api_key, len(frame) - offset)
+            if slices is not None:  # many elements: decoded in slices, yielding to the loop
+                large_requests.gc_pause.acquire()  # released by _handle (or below)
+                try:
+                    request = await slices(api_version, frame, offset)
+                except BaseException:
+                    large_requests.gc_pause.release()
+                    raise
+            else:
+                request = codec.decode_request(api_key, api_version, frame, offset)
+        except (large_requests.LargeRequestError, UnicodeDecodeError) as error:
+            raise _CloseConnection(
+                f"malformed {codec.api_name(api_key)} v{api_version} request "
+                f"(correlation id {correlation_id}): {error}"
+            ) from error
         except codec.CodecError as error:
             raise _CloseConnection(
                 f"malformed {codec.api_name(api_key)} v{api_version} request "
@@ -409,6 +434,7 @@ class _Connection:
             peer_port=self.peer_port,
             listener_name=self.listener_name,
             turn=turn,
+            large=slices is not None,
         )
 
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
@@ -428,6 +454,10 @@ class _Connection:
         finally:
             context.turn.release()
             pending.done.set()
+            if context.large:
+                # Resume the collector once this task (and the request it holds) is gone,
+                # so the first collection does not scan the whole request.
+                self.nursery.start_soon(_release_gc_pause_soon)
 
     def _encode(self, context: RequestContext, response: Any) -> list[Chunk]:
         header_version = protocol.response_header_version(context.api_key, context.api_version)

@@ -13,6 +13,11 @@ true; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gives INVALID_TOPIC_
 Internal topics are never auto-created here (the group coordinator creates
 `__consumer_offsets`).
 
+Many topics (issue 12, item 4): a large request is decoded in slices by the net layer
+(`trafka.net.large_requests`), the topic loop yields every few thousand topics, and an
+answer of more than a few thousand topics is built and encoded in slices, so a
+200,000-topic request does not hold the event loop.
+
 Not implemented: ACL-based authorized operations (always "unknown").
 """
 
@@ -21,9 +26,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net import large_requests
 from trafka.net.kio_shape import build, response_class
+from trafka.net.server import EncodedResponse
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import INTERNAL_TOPICS, TopicError, TopicState
@@ -80,7 +88,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if requested is None or (version == 0 and not requested):
         answer = [topic_metadata(ctx, t) for _, t in sorted(topics_manager.topics.items())]
     else:
-        for wanted in requested:
+        for index, wanted in enumerate(requested):
+            if index and index % large_requests.ELEMENTS_PER_SLICE == 0:
+                await trio.sleep(0)  # a huge topic list must not hold the event loop
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None and topic_id.int != 0:
@@ -104,17 +114,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answer.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))
             else:
                 answer.append(topic_metadata(ctx, state))
-    return build(
-        response_class(request),
-        {
-            "throttle_time": 0,
-            "brokers": [
-                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers()
-            ],
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(),
-            "topics": answer,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
-        },
+    cls = response_class(request)
+    data = {
+        "throttle_time": 0,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in broker.live_brokers()
+        ],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id(),
+        "topics": answer,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
+    }
+    if len(answer) <= large_requests.ELEMENTS_PER_SLICE:
+        return build(cls, data)
+    # Many topics: built and encoded in slices, yielding to the event loop between them.
+    topic_cls = large_requests.element_class(cls, "topics")
+    chunks = await large_requests.encode_in_slices(
+        build(cls, {**data, "topics": []}),
+        "topics",
+        lambda topic: build(topic_cls, topic),
+        answer,
     )
+    while answer:  # freed in slices too, not in one burst when the handler returns
+        del answer[-large_requests.ELEMENTS_PER_SLICE :]
+        await trio.sleep(0)
+    return EncodedResponse(tuple(chunks))
