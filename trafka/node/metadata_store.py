@@ -120,12 +120,15 @@ class QuorumMetadataStore:
         raise RuntimeError(f"{path}: too many concurrent updates")
 
     async def get(self, path: str) -> bytes | None:
-        """A read of the local replica (call `sync` first for a linearizable view)."""
-        from trafka.metadata_quorum.tree import NoNodeError
+        """A read of the local replica (call `sync` first for a linearizable view). A path
+        that cannot exist (a client's topic name such as "a/b" or "..") holds nothing: the
+        fuzzer found it raising out of the DescribeConfigs and LeaderAndIsr handlers (issue 12,
+        item 8)."""
+        from trafka.metadata_quorum.tree import BadArgumentsError, NoNodeError
 
         try:
             data, _ = self.quorum.get_local(path)
-        except NoNodeError:
+        except (NoNodeError, BadArgumentsError):
             return None
         return bytes(data)
 
