@@ -312,7 +312,7 @@ def test_admin_paths_brokers_and_isr_changes_are_routed() -> None:
 
 async def test_service_rereads_only_what_its_watch_events_name(nursery: trio.Nursery) -> None:
     replica = _replica(topic_count=100)
-    service = ControllerService(node_id=1, quorum=replica, config=ControllerConfig())
+    service = ControllerService(node_id=1, store=replica, config=ControllerConfig())
     service._nursery = nursery
     service.wake()  # no event (a caller that does not pass it): every watched path
     assert any(isinstance(e, TopicChange) for e in service._changes())
@@ -377,7 +377,7 @@ def test_named_topic_configs_are_reread_and_fed_when_changed() -> None:
 async def test_service_feeds_config_changes_the_node_reports(nursery: trio.Nursery) -> None:
     replica = _replica(topic_count=3)
     replica.apply(Create("/config"), Create(znodes.CONFIG_TOPICS))
-    service = ControllerService(node_id=1, quorum=replica, config=ControllerConfig())
+    service = ControllerService(node_id=1, store=replica, config=ControllerConfig())
     service._nursery = nursery
     service.wake()
     service._changes()

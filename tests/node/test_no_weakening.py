@@ -61,7 +61,7 @@ def test_log_errors_answer_their_own_kafka_code(error: Exception, code: ErrorCod
 
 def test_every_log_error_names_a_code_and_other_exceptions_are_unknown_server_errors() -> None:
     for klass in all_log_errors():
-        assert isinstance(klass.error_code, ErrorCode), klass
+        assert isinstance(klass.error_code, int), klass
     code, message = _error_for(KeyError("boom"))
     assert code == int(ErrorCode.unknown_server_error) and message.startswith("KeyError")
 

@@ -2,48 +2,45 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import SessionExpiredError
-from trafka.node.broker import Broker
 from trafka.node.config.broker import BrokerConfig
-from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.metadata_store import MetadataStore, memory_store
+from trafka.node.registration import register
 
 
-class _ExpiringStore(FileMetadataStore):
+class _ExpiringStore:
     """Fails the first `failures` creates with SESSION_EXPIRED, as the quorum does when the
     node's session expired before the write (a start on a loaded machine)."""
 
-    def __init__(self, path: Path, failures: int) -> None:
-        super().__init__(path)
+    def __init__(self, store: MetadataStore, failures: int) -> None:
+        self.store = store
         self.failures = failures
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
 
     async def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
         if self.failures:
             self.failures -= 1
             raise SessionExpiredError(path)
-        await super().create(path, data, ephemeral=ephemeral)
+        await self.store.create(path, data, ephemeral=ephemeral)
 
 
-async def test_register_retries_on_an_expired_session(tmp_path: Path) -> None:
-    broker = Broker(BrokerConfig.build(1))
-    store = _ExpiringStore(tmp_path / "tree.json", failures=2)
-    broker.store = store
-    await broker._register(store)
-    assert store.failures == 0
-    raw = await store.get(znodes.broker_path(1))
-    assert raw and znodes.BrokerRegistration.from_json(raw, 1).broker_id == 1
-    assert 1 in broker.brokers
+async def test_register_retries_on_an_expired_session() -> None:
+    async with memory_store() as store:
+        expiring = _ExpiringStore(store, failures=2)
+        await register(expiring, BrokerConfig.build(1), now_ms=0)  # type: ignore[arg-type]
+        assert expiring.failures == 0
+        raw = await store.get(znodes.broker_path(1))
+        assert raw and znodes.BrokerRegistration.from_json(raw, 1).broker_id == 1
 
 
-async def test_register_gives_up_after_its_attempts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("trafka.node.broker.REGISTER_RETRY_S", 0.0)
-    broker = Broker(BrokerConfig.build(1))
-    store = _ExpiringStore(tmp_path / "tree.json", failures=10_000)
-    with pytest.raises(SessionExpiredError):
-        await broker._register(store)
+async def test_register_gives_up_after_its_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("trafka.node.registration.REGISTER_RETRY_S", 0.0)
+    async with memory_store() as store:
+        expiring = _ExpiringStore(store, failures=10_000)
+        with pytest.raises(SessionExpiredError):
+            await register(expiring, BrokerConfig.build(1), now_ms=0)  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ from trafka.net import protocol
 from trafka.net.messages.describe_znodes import DESCRIBE_ZNODES_API_KEY
 from trafka.net.server import KafkaServer, Listener, RequestContext
 from trafka.node.handlers import describe_quorum, describe_znodes
+from trafka.node.metadata_store import QuorumMetadataStore
 from trafka.spark import check as check_entry
 from trafka.spark import export as export_entry
 from trafka.spark.commands import EXIT_CANNOT_RUN, output_path
@@ -176,7 +177,7 @@ class _MetadataNode:
     "toy-cluster") from the toy broker."""
 
     def __init__(self, quorum: MetadataQuorum) -> None:
-        self.broker = types.SimpleNamespace(quorum=quorum)
+        self.services = types.SimpleNamespace(store=QuorumMetadataStore(quorum))
         self.toy = ToyBroker(supported=_SUPPORTED)
 
     async def handle(self, ctx: RequestContext) -> Any:

@@ -39,6 +39,7 @@ from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, node_do
 from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.tree import Stat
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, ConnectionBroken, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.net.messages.describe_znodes import (
@@ -47,8 +48,8 @@ from trafka.net.messages.describe_znodes import (
     DescribeZNodesRequestV0,
 )
 
-DESCRIBE_QUORUM_API_KEY = 55
-METADATA_API_KEY = 3
+DESCRIBE_QUORUM_API_KEY = ApiKey.DESCRIBE_QUORUM
+METADATA_API_KEY = ApiKey.METADATA
 DEFAULT_TIMEOUT_S = 15.0
 #: Pages of one read; a tree this large (pages x 10,000 nodes) is refused, not read forever.
 MAX_PAGES = 1000

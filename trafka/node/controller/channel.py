@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.controller.effects import StopReplicaRequest
+from trafka.node.controller.effects import BrokerRequest, StopReplicaRequest
 from trafka.node.controller.events import ControllerEvent, StopReplicaResponse
 from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.controller.wire import encode_request, endpoint_of
@@ -29,6 +29,21 @@ REQUEST_TIMEOUT_S = 10.0
 RECONNECT_BACKOFF_S = 0.2
 
 
+class ControllerChannel(Protocol):
+    """The controller's channel to one broker: requests in order, answers as events."""
+
+    info: BrokerInfo
+    cancel_scope: trio.CancelScope
+
+    def enqueue(self, request: BrokerRequest) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+ChannelFactory = Callable[[int, BrokerInfo, Callable[[ControllerEvent], None]], ControllerChannel]
+"""(controller's node id, the broker, where answers go) -> its channel."""
+
+
 class BrokerChannel:
     """One broker's queue and sender task (ControllerChannelManager, CTL-11)."""
 
@@ -38,10 +53,12 @@ class BrokerChannel:
         self.node_id = node_id
         self.info = info
         self._submit = submit
-        self.send_channel, self.receive_channel = trio.open_memory_channel[Any](CHANNEL_QUEUE_MAX)
+        self.send_channel, self.receive_channel = trio.open_memory_channel[BrokerRequest](
+            CHANNEL_QUEUE_MAX
+        )
         self.cancel_scope = trio.CancelScope()
 
-    def enqueue(self, request: Any) -> None:
+    def enqueue(self, request: BrokerRequest) -> None:
         try:
             self.send_channel.send_nowait(request)
         except trio.WouldBlock:
@@ -82,7 +99,7 @@ class BrokerChannel:
                 if connection is not None:
                     await connection.close()
 
-    def _answered(self, request: Any, response: Any) -> None:
+    def _answered(self, request: BrokerRequest, response: Any) -> None:
         if not isinstance(request, StopReplicaRequest) or not request.delete_partitions:
             return
         errors: dict[TopicPartition, ErrorCode] = {

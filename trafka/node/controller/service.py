@@ -48,18 +48,18 @@ runs again).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import trio
 
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.config.broker import BrokerConfig
 from trafka.node.controller import tree_ops, watch_routes
-from trafka.node.controller.channel import BrokerChannel
-from trafka.node.controller.effects import ControllerStep
+from trafka.node.controller.channel import BrokerChannel, ChannelFactory, ControllerChannel
+from trafka.node.controller.effects import ControlledShutdownAnswer, ControllerStep
 from trafka.node.controller.events import (
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
@@ -79,6 +79,7 @@ from trafka.node.controller.tree_reads import (
 )
 from trafka.node.controller.watch_routes import PendingChanges
 from trafka.node.controller.watcher import TreeWatcher
+from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import BrokerId
 
 log = logging.getLogger("trafka.node.controller")
@@ -89,10 +90,6 @@ EVENT_QUEUE_MAX = 1_000
 MAX_CONSECUTIVE_FAILED_STEPS = 20
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass(frozen=True, slots=True)
 class _Reply:
     """An event whose step goes back to a waiting request handler (ElectLeaders, cancel)."""
@@ -101,25 +98,54 @@ class _Reply:
     reply: trio.MemorySendChannel[ControllerStep]
 
 
+def controller_config_of(config: BrokerConfig) -> ControllerConfig:
+    """The controller's settings from the node's (effective) broker config."""
+    return ControllerConfig(
+        unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+        auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_per_broker_percentage=config.get_int(
+            "leader.imbalance.per.broker.percentage"
+        ),
+        leader_imbalance_check_interval_seconds=config.get_int(
+            "leader.imbalance.check.interval.seconds"
+        ),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+    )
+
+
 class ControllerService:
     """Runs the controller on this node when it wins `/controller` (see module docstring)."""
 
-    def __init__(self, *, node_id: int, quorum: Any, config: ControllerConfig) -> None:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        store: MetadataStore,
+        config: ControllerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        channel_factory: ChannelFactory = BrokerChannel,
+    ) -> None:
         self.node_id = node_id
-        self.quorum = quorum
+        self.store = store
+        self._clock = clock
         self.config = config
         self.controller: Controller | None = None
-        self.channels: dict[BrokerId, BrokerChannel] = {}
-        self.watcher = TreeWatcher(quorum)
+        self.channels: dict[BrokerId, ControllerChannel] = {}
+        self._channel_factory = channel_factory
+        self.watcher = TreeWatcher(store)
         self._pending = PendingChanges()
         self._routed = False
         self._last_full_reread_s = 0.0
-        self._send_events, self._receive_events = trio.open_memory_channel[Any](EVENT_QUEUE_MAX)
+        self._send_events, self._receive_events = trio.open_memory_channel[
+            ControllerEvent | _Reply
+        ](EVENT_QUEUE_MAX)
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._timer_scopes: list[trio.CancelScope] = []
         self._failed_steps = 0
-        self.pending_answers: dict[BrokerId, list[trio.MemorySendChannel[Any]]] = {}
+        self.pending_answers: dict[
+            BrokerId, list[trio.MemorySendChannel[ControlledShutdownAnswer]]
+        ] = {}
         self._config_topics: set[str] | None = set()
         """Topics whose configs to re-read on the next tick; None: all of them."""
 
@@ -216,7 +242,7 @@ class ControllerService:
                 nursery.cancel_scope.cancel()
 
     async def _tick(self) -> None:
-        holder = controller_id_in_tree(self.quorum)
+        holder = controller_id_in_tree(self.store)
         if self.is_active and holder != self.node_id:
             log.info("node %d: /controller is %d now: resigning", self.node_id, holder)
             await self._resign()
@@ -224,7 +250,7 @@ class ControllerService:
             await self._elect()
             return
         if not self.is_active:
-            get_node(self.quorum, znodes.CONTROLLER, watch=True)
+            get_node(self.store, znodes.CONTROLLER, watch=True)
             return
         while True:
             try:
@@ -249,7 +275,7 @@ class ControllerService:
         """Re-read what the routed watches touched (everything on every poll while watch
         events arrive without their path; everything every `FULL_REREAD_INTERVAL_S`
         otherwise, as a safety net)."""
-        now_s = time.monotonic()
+        now_s = trio.current_time()
         if not self._routed or now_s - self._last_full_reread_s >= FULL_REREAD_INTERVAL_S:
             self._pending.mark_everything()
         dirty = self._pending.take()
@@ -265,12 +291,12 @@ class ControllerService:
         return events
 
     async def _elect(self) -> None:
-        registration = znodes.ControllerRegistration(self.node_id, _now_ms())
+        registration = znodes.ControllerRegistration(self.node_id, self._clock.now_ms())
         try:
-            await self.quorum.create(znodes.CONTROLLER, registration.to_json(), ephemeral=True)
+            await self.store.create(znodes.CONTROLLER, registration.to_json(), ephemeral=True)
         except ZooKeeperError:
             return  # somebody else won (or the quorum is unavailable): try again later
-        await self.quorum.sync()
+        await self.store.sync()
         self.controller = Controller(BrokerId(self.node_id), self.config)
         self.watcher.reset()
         self._pending.mark_everything()  # arm every watch of the new term
@@ -281,10 +307,10 @@ class ControllerService:
             except trio.WouldBlock:
                 break
         self._config_topics = set()  # the snapshot reads every topic's configs
-        snapshot = read_snapshot(self.quorum)
+        snapshot = read_snapshot(self.store)
         self.watcher.remember(snapshot)
         self._sync_channels(snapshot.brokers)
-        await self._process(ControllerFailover(snapshot, _now_ms()))
+        await self._process(ControllerFailover(snapshot, self._clock.now_ms()))
         if self.is_active:
             log.info("node %d is the controller, epoch %d", self.node_id, self.epoch)
 
@@ -302,7 +328,7 @@ class ControllerService:
                 log.warning("controller: %d failed steps in a row: resigning", self._failed_steps)
                 await self._resign()
                 return None
-            snapshot = read_snapshot(self.quorum)
+            snapshot = read_snapshot(self.store)
             step = controller.handle(WritesFailed(snapshot))
         self._perform(step)
         if step.resigned or not controller.is_active:
@@ -313,12 +339,12 @@ class ControllerService:
         if not step.writes:
             return True
         try:
-            multis = tree_ops.to_multis(step.writes, ClientTreeView(self.quorum))
+            multis = tree_ops.to_multis(step.writes, ClientTreeView(self.store))
             for ops in multis:
-                await self.quorum.multi(list(ops))
+                await self.store.multi(list(ops))
         except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
             log.info("controller multi failed: %s", error)
-            await self.quorum.sync()
+            await self.store.sync()
             return False
         return True
 
@@ -363,8 +389,8 @@ class ControllerService:
 
         async def fire() -> None:
             with scope:
-                await trio.sleep(max(0.0, (at_ms - _now_ms()) / 1000))
-                self.submit(AutoPreferredReplicaLeaderElection(_now_ms()))
+                await trio.sleep(max(0.0, (at_ms - self._clock.now_ms()) / 1000))
+                self.submit(AutoPreferredReplicaLeaderElection(self._clock.now_ms()))
 
         self._nursery.start_soon(fire)
 
@@ -378,7 +404,7 @@ class ControllerService:
                 del self.channels[broker_id]
         for broker_id, info in wanted.items():
             if broker_id not in self.channels:
-                channel = BrokerChannel(self.node_id, info, self.submit)
+                channel = self._channel_factory(self.node_id, info, self.submit)
                 self.channels[broker_id] = channel
                 self._nursery.start_soon(channel.run)
 
@@ -399,9 +425,9 @@ class ControllerService:
                 waiter.close()
         self.pending_answers.clear()
         # If /controller is still ours (e.g. too many failed steps), give it up.
-        if controller_id_in_tree(self.quorum) == self.node_id:
+        if controller_id_in_tree(self.store) == self.node_id:
             try:
-                await self.quorum.delete(znodes.CONTROLLER)
+                await self.store.delete(znodes.CONTROLLER)
             except ZooKeeperError:
                 pass
 

@@ -10,11 +10,11 @@ reassignment APIs and the replica manager read the same way.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from trafka.metadata_quorum import znodes
-from trafka.metadata_quorum.tree import NoNodeError
+from trafka.metadata_quorum.tree import Stat
 from trafka.node.controller.payloads import BrokerInfo, TreeSnapshot, Versioned
+from trafka.node.metadata_store import LocalTreeReads, NoNode
 from trafka.node.replication.ids import TopicPartition, ZkVersion
 
 log = logging.getLogger("trafka.node.controller")
@@ -23,43 +23,43 @@ log = logging.getLogger("trafka.node.controller")
 class ClientTreeView:
     """`tree_ops.TreeView` over the local replica (client paths)."""
 
-    def __init__(self, quorum: Any) -> None:
-        self._quorum = quorum
+    def __init__(self, tree: LocalTreeReads) -> None:
+        self._tree = tree
 
     def exists(self, path: str) -> object | None:
-        stat: object | None = self._quorum.exists_local(path)
+        stat: object | None = self._tree.exists_local(path)
         return stat
 
     def children(self, path: str) -> list[str]:
         try:
-            return list(self._quorum.children_local(path))
-        except NoNodeError:
+            return list(self._tree.children_local(path))
+        except NoNode:
             return []
 
 
-def get_node(quorum: Any, path: str, *, watch: bool = False) -> tuple[bytes, Any] | None:
+def get_node(tree: LocalTreeReads, path: str, *, watch: bool = False) -> tuple[bytes, Stat] | None:
     try:
-        data, stat = quorum.get_local(path, watch=watch)
-    except NoNodeError:
+        data, stat = tree.get_local(path, watch=watch)
+    except NoNode:
         if watch:
-            quorum.exists_local(path, watch=True)
+            tree.exists_local(path, watch=True)
         return None
     return bytes(data), stat
 
 
-def get_children(quorum: Any, path: str, *, watch: bool = False) -> list[str]:
+def get_children(tree: LocalTreeReads, path: str, *, watch: bool = False) -> list[str]:
     try:
-        return sorted(quorum.children_local(path, watch=watch))
-    except NoNodeError:
+        return sorted(tree.children_local(path, watch=watch))
+    except NoNode:
         if watch:
-            quorum.exists_local(path, watch=True)
+            tree.exists_local(path, watch=True)
         return []
 
 
-def read_brokers(quorum: Any, *, watch: bool = False) -> tuple[BrokerInfo, ...]:
+def read_brokers(tree: LocalTreeReads, *, watch: bool = False) -> tuple[BrokerInfo, ...]:
     brokers = []
-    for child in get_children(quorum, znodes.BROKER_IDS, watch=watch):
-        found = get_node(quorum, znodes.broker_path(int(child)) if child.isdigit() else "/-")
+    for child in get_children(tree, znodes.BROKER_IDS, watch=watch):
+        found = get_node(tree, znodes.broker_path(int(child)) if child.isdigit() else "/-")
         if found is None:
             continue
         try:
@@ -71,11 +71,11 @@ def read_brokers(quorum: Any, *, watch: bool = False) -> tuple[BrokerInfo, ...]:
 
 
 def read_topics(
-    quorum: Any, *, watch: bool = False
+    tree: LocalTreeReads, *, watch: bool = False
 ) -> dict[str, Versioned[znodes.TopicAssignment]]:
     topics = {}
-    for name in get_children(quorum, znodes.BROKER_TOPICS, watch=watch):
-        found = get_node(quorum, znodes.topic_path(name))
+    for name in get_children(tree, znodes.BROKER_TOPICS, watch=watch):
+        found = get_node(tree, znodes.topic_path(name))
         if found is None:
             continue
         try:
@@ -88,9 +88,9 @@ def read_topics(
 
 
 def read_partition_state(
-    quorum: Any, tp: TopicPartition
+    tree: LocalTreeReads, tp: TopicPartition
 ) -> Versioned[znodes.PartitionState] | None:
-    found = get_node(quorum, znodes.partition_state_path(tp.topic, tp.partition))
+    found = get_node(tree, znodes.partition_state_path(tp.topic, tp.partition))
     if found is None or not found[0]:
         return None
     try:
@@ -100,9 +100,9 @@ def read_partition_state(
 
 
 def read_reassignment(
-    quorum: Any, *, watch: bool = False
+    tree: LocalTreeReads, *, watch: bool = False
 ) -> Versioned[znodes.ReassignPartitions] | None:
-    found = get_node(quorum, znodes.REASSIGN_PARTITIONS, watch=watch)
+    found = get_node(tree, znodes.REASSIGN_PARTITIONS, watch=watch)
     if found is None or not found[0]:
         return None
     try:
@@ -111,8 +111,10 @@ def read_reassignment(
         return None
 
 
-def read_preferred(quorum: Any, *, watch: bool = False) -> znodes.PreferredReplicaElection | None:
-    found = get_node(quorum, znodes.PREFERRED_REPLICA_ELECTION, watch=watch)
+def read_preferred(
+    tree: LocalTreeReads, *, watch: bool = False
+) -> znodes.PreferredReplicaElection | None:
+    found = get_node(tree, znodes.PREFERRED_REPLICA_ELECTION, watch=watch)
     if found is None or not found[0]:
         return None
     try:
@@ -121,9 +123,9 @@ def read_preferred(quorum: Any, *, watch: bool = False) -> znodes.PreferredRepli
         return None
 
 
-def read_topic_config(quorum: Any, topic: str) -> dict[str, str]:
+def read_topic_config(tree: LocalTreeReads, topic: str) -> dict[str, str]:
     """`/config/topics/<topic>`'s overrides; empty when it has none (or is malformed)."""
-    found = get_node(quorum, znodes.topic_config_path(topic))
+    found = get_node(tree, znodes.topic_config_path(topic))
     if found is None or not found[0]:
         return {}
     try:
@@ -133,40 +135,40 @@ def read_topic_config(quorum: Any, topic: str) -> dict[str, str]:
         return {}
 
 
-def read_snapshot(quorum: Any) -> TreeSnapshot:
+def read_snapshot(tree: LocalTreeReads) -> TreeSnapshot:
     """What the controller reads at failover (CTL-44 step 7), from the local replica."""
-    found = get_node(quorum, znodes.CONTROLLER_EPOCH)
+    found = get_node(tree, znodes.CONTROLLER_EPOCH)
     epoch = None
     if found is not None:
         epoch = Versioned(znodes.ControllerEpoch.from_json(found[0]), ZkVersion(found[1].version))
-    topics = read_topics(quorum)
+    topics = read_topics(tree)
     states = {}
     configs = {}
     for name, assignment in topics.items():
-        config = read_topic_config(quorum, name)
+        config = read_topic_config(tree, name)
         if config:
             configs[name] = config
         for partition in assignment.data.partitions:
             tp = TopicPartition(name, partition)
-            state = read_partition_state(quorum, tp)
+            state = read_partition_state(tree, tp)
             if state is not None:
                 states[tp] = state
     return TreeSnapshot(
         controller_epoch=epoch,
-        brokers=read_brokers(quorum),
+        brokers=read_brokers(tree),
         topics=topics,
         partition_states=states,
-        reassignment=read_reassignment(quorum),
-        preferred_election=read_preferred(quorum),
-        topics_to_delete=tuple(get_children(quorum, znodes.DELETE_TOPICS)),
-        isr_change_notifications=tuple(get_children(quorum, znodes.ISR_CHANGE_NOTIFICATION)),
+        reassignment=read_reassignment(tree),
+        preferred_election=read_preferred(tree),
+        topics_to_delete=tuple(get_children(tree, znodes.DELETE_TOPICS)),
+        isr_change_notifications=tuple(get_children(tree, znodes.ISR_CHANGE_NOTIFICATION)),
         topic_configs=configs,
     )
 
 
-def controller_id_in_tree(quorum: Any) -> int:
+def controller_id_in_tree(tree: LocalTreeReads) -> int:
     """The broker id in `/controller`, -1 when there is none."""
-    found = get_node(quorum, znodes.CONTROLLER)
+    found = get_node(tree, znodes.CONTROLLER)
     if found is None:
         return -1
     try:

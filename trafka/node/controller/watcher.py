@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.tree import Stat
 from trafka.node.controller.events import (
     BrokerChange,
     ControllerEvent,
@@ -29,6 +29,7 @@ from trafka.node.controller.tree_reads import (
     read_topic_config,
 )
 from trafka.node.controller.watch_routes import Dirty, WatchedPath
+from trafka.node.metadata_store import LocalTreeReads
 from trafka.node.replication.ids import TopicPartition, ZkVersion
 
 
@@ -55,8 +56,8 @@ class TreeWatcher:
     re-read costs one lookup per topic, not one JSON parse.
     """
 
-    def __init__(self, quorum: Any) -> None:
-        self.quorum = quorum
+    def __init__(self, tree: LocalTreeReads) -> None:
+        self.tree = tree
         self.seen = _Seen()
         self._parsed: dict[str, tuple[int, Versioned[znodes.TopicAssignment]]] = {}
         self.reads = 0
@@ -74,13 +75,13 @@ class TreeWatcher:
         self.seen.isr_changes = snapshot.isr_change_notifications
         self.seen.topic_configs = dict(snapshot.topic_configs)
 
-    def _get(self, path: str, *, watch: bool = False) -> tuple[bytes, Any] | None:
+    def _get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat] | None:
         self.reads += 1
-        return get_node(self.quorum, path, watch=watch)
+        return get_node(self.tree, path, watch=watch)
 
     def _children(self, path: str, *, watch: bool = False) -> list[str]:
         self.reads += 1
-        return get_children(self.quorum, path, watch=watch)
+        return get_children(self.tree, path, watch=watch)
 
     def _topic(self, name: str) -> Versioned[znodes.TopicAssignment] | None:
         found = self._get(znodes.topic_path(name), watch=True)
@@ -136,7 +137,7 @@ class TreeWatcher:
 
     def changes(self, dirty: Dirty) -> list[ControllerEvent]:
         """Re-read what `dirty` names; one event per changed path (re-arming the watches)."""
-        quorum = self.quorum
+        tree = self.tree
         seen = self.seen
         events: list[ControllerEvent] = []
         if dirty.wants(WatchedPath.BROKERS):
@@ -162,13 +163,13 @@ class TreeWatcher:
                 events.append(TopicDeletion(deletions))
         if dirty.wants(WatchedPath.REASSIGNMENT):
             self.reads += 1
-            reassignment = read_reassignment(quorum, watch=True)
+            reassignment = read_reassignment(tree, watch=True)
             if reassignment != seen.reassignment:
                 seen.reassignment = reassignment
                 events.append(PartitionReassignment(reassignment))
         if dirty.wants(WatchedPath.PREFERRED):
             self.reads += 1
-            preferred = read_preferred(quorum, watch=True)
+            preferred = read_preferred(tree, watch=True)
             if preferred != seen.preferred:
                 seen.preferred = preferred
                 if preferred is not None:
@@ -201,7 +202,7 @@ class TreeWatcher:
         events: list[ControllerEvent] = []
         for name in names:
             self.reads += 1
-            configs = read_topic_config(self.quorum, name)
+            configs = read_topic_config(self.tree, name)
             if configs == seen.get(name, {}):
                 continue
             if configs:
@@ -229,7 +230,7 @@ class TreeWatcher:
             for p in notification.partitions:
                 tp = TopicPartition(p.topic, p.partition)
                 self.reads += 1
-                state = read_partition_state(self.quorum, tp)
+                state = read_partition_state(self.tree, tp)
                 if state is not None:
                     states[tp] = state
         return IsrChangeNotification(isr_changes, states)

@@ -45,6 +45,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net import fetch_encoding
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -59,9 +60,9 @@ def _size(result: ReadResult) -> int:
     return result.size
 
 
-@register(api_key=1, name="Fetch", min_version=4, max_version=12)
+@register(api_key=ApiKey.FETCH, name="Fetch", min_version=4, max_version=12)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     session_id = int(getattr(request, "session_id", 0))
     if session_id != 0:
         return build(
@@ -93,7 +94,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
-        waiter = broker.replica_manager.append_waiter()
+        waiter = services.replicas.append_waiter()
         reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
@@ -105,7 +106,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         with trio.move_on_at(deadline):
             await waiter.wait()
     if replica_id >= 0:
-        broker.replica_manager.record_leader_throttled_bytes(
+        services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
             for (topic, partition, *_), result in zip(wanted, reads, strict=True)
         )
@@ -144,7 +145,7 @@ def _topic_name(ctx: RequestContext, topic: Any) -> str:
     if name is not None:
         return str(name)
     topic_id = getattr(topic, "topic_id", None)
-    state = ctx.broker.topics.by_id(topic_id) if topic_id is not None else None
+    state = ctx.services.topics.by_id(topic_id) if topic_id is not None else None
     return state.name if state is not None else ""
 
 
@@ -155,7 +156,7 @@ def _read_all(
     isolation_level: int,
     replica_id: int = -1,
 ) -> list[ReadResult]:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     remaining = max_bytes
     results = []
     first_data = True

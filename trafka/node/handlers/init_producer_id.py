@@ -23,12 +23,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=22, name="InitProducerId", min_version=0, max_version=4)
+@register(api_key=ApiKey.INIT_PRODUCER_ID, name="InitProducerId", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         answer = {
@@ -37,6 +38,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "producer_epoch": -1,
         }
     else:
-        producer_id = await ctx.broker.allocate_producer_id()
+        producer_id = await ctx.services.producer_ids.allocate()
         answer = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
     return build(response_class(request), {"throttle_time": 0, **answer})

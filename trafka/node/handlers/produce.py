@@ -30,6 +30,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
@@ -37,11 +38,13 @@ from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
 
 
-@register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
+@register(
+    api_key=ApiKey.PRODUCE, name="Produce", min_version=3, max_version=9, advertised_min_version=0
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     timeout_ms = max(0, ms(request.timeout))
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     results: dict[tuple[str, int], AppendResult] = {}
     pending: dict[tuple[str, int], PendingAppend] = {}
     entries = [

@@ -50,17 +50,22 @@ parked fetches), fetch sessions between brokers.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.log import errors as log_errors
+from trafka.log.config import LogConfig
+from trafka.log.partition_log import PartitionLog
 from trafka.log.validation import RecordValidationError
+from trafka.metadata_quorum import znodes
 from trafka.net.framing import Chunk, FileRegion
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_store import MetadataStore, NoNode
 from trafka.node.replication.fencing import ControllerEpochFence, Role, leader_and_isr_role
 from trafka.node.replication.follower import PartitionFollowerState
 from trafka.node.replication.ids import (
@@ -87,6 +92,50 @@ from trafka.node.topics import TopicManager
 log_ = logging.getLogger("trafka.node.replication.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+
+
+class IsrWriteFailed(Exception):
+    """An ISR write that did not commit (a conflicting version, a lost quorum, ...)."""
+
+
+class IsrWriteOutcomeUnknown(IsrWriteFailed):
+    """An ISR write the quorum timed out on: it may still commit (issue 12, item 6), so
+    the leader keeps it pending in its maximal ISR and re-issues it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreePartitionState:
+    """A partition's state as the tree holds it (`/brokers/topics/<t>/partitions/<p>/state`)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[BrokerId, ...]
+    version: ZkVersion
+
+
+class IsrWrites(Protocol):
+    """The partition leader's port to the tree for ISR changes (ZK-12): implemented over the
+    node's `MetadataStore` by `trafka.node.controller.isr_writes.TreeIsrWrites`."""
+
+    async def prepare(self) -> None:
+        """Create what concurrent writers must agree on (the notifications' parent)."""
+
+    async def write(self, write: IsrWrite) -> ZkVersion:
+        """The conditional write of the state plus its change notification, as one multi;
+        the state's new version. `IsrWriteFailed` when it did not commit."""
+
+    def current(self, tp: TopicPartition) -> TreePartitionState | None:
+        """The state in the local replica of the tree (None: absent or unreadable)."""
+
+
+class FollowerFetchers(Protocol):
+    """What the replica manager tells the node's replica fetchers."""
+
+    def add(self, tp: TopicPartition, leader: int) -> None: ...
+
+    def remove(self, tp: TopicPartition) -> None: ...
+
+
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -112,7 +161,7 @@ class PendingAppend:
     leader_epoch: LeaderEpoch
     required_offset: Offset
     result: AppendResult
-    log: Any
+    log: PartitionLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +198,13 @@ class OffsetResult:
 
 
 def _error_for(error: Exception) -> tuple[int, str]:
-    """(Kafka error code, message) of an exception from the log: log errors carry their
-    code as data (`trafka.log.errors`); anything else is a bug, UNKNOWN_SERVER_ERROR."""
-    message = str(error) or type(error).__name__
+    """Kafka's error code for a failed log operation: the one the log error carries
+    (`trafka.log.errors`); anything else is UNKNOWN_SERVER_ERROR, named in the message."""
+    name = type(error).__name__
+    message = str(error) or name
     if isinstance(error, log_errors.LogError):
-        return int(error.error_code), message
-    return int(ErrorCode.unknown_server_error), f"{type(error).__name__}: {message}"
+        return error.error_code, message
+    return int(ErrorCode.unknown_server_error), f"{name}: {message}"
 
 
 class ReplicaManager:
@@ -165,20 +215,22 @@ class ReplicaManager:
         *,
         node_id: int,
         topics: TopicManager,
-        log_manager: Any,
-        log_config_for: Callable[[str], Any],
-        now_ms: Callable[[], int] | None = None,
+        log_manager: LocalLogs,
+        log_config_for: Callable[[str], LogConfig],
+        store: MetadataStore,
+        isr_writes: IsrWrites,
+        clock: Clock = SYSTEM_CLOCK,
         replica_lag_time_max_ms: int = 30_000,
-        quorum: Any = None,
     ) -> None:
         self._node_id = node_id
         self._topics = topics
         self._log_manager = log_manager
         self._log_config_for = log_config_for
-        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._now_ms = clock.now_ms
         self._append_event = trio.Event()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.quorum = quorum
+        self._store = store
+        self._isr_writes = isr_writes
         self.fence = ControllerEpochFence()
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.followers: dict[TopicPartition, PartitionFollowerState] = {}
@@ -187,8 +239,9 @@ class ReplicaManager:
         """Every partition a LeaderAndIsr has named since start: the stray-log sweep
         (`trafka.node.stray_logs`) never deletes these, their logs may be newer than the
         tree it read."""
-        self.fetchers: Any = None
-        """`replica_fetcher.ReplicaFetchers`, set by the broker."""
+        self.fetchers: FollowerFetchers | None = None
+        """The node's `replica_fetcher.ReplicaFetchers` (they need this manager, so the
+        broker hands them over after both exist)."""
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
         self.leader_quota = ReplicationQuota()
         """KIP-73: the leader side (`leader.replication.throttled.*`)."""
@@ -338,35 +391,18 @@ class ReplicaManager:
                         self._queue_isr_write(write)
 
     async def _isr_writer(self) -> None:
-        from trafka.metadata_quorum.tree import (
-            ConnectionLossError,
-            OperationTimeoutError,
-            ZooKeeperError,
-        )
-        from trafka.node.controller import tree_ops
-        from trafka.node.controller.tree_reads import ClientTreeView
-
-        if self.quorum is not None:
-            try:  # the parent of the sequential notifications, so concurrent writers agree
-                await self.quorum.create_recursive(ISR_CHANGE_NOTIFICATION_PATH)
-            except ZooKeeperError as error:
-                log_.info("cannot create %s: %s", ISR_CHANGE_NOTIFICATION_PATH, error)
+        await self._isr_writes.prepare()
         async for write in self._isr_receive:
             outcome, version = IsrWriteOutcome.CONFLICT, ZkVersion(-1)
-            if self.quorum is not None:
-                try:
-                    ops = tree_ops.to_multi_ops(
-                        tree_ops.isr_write_ops(write), ClientTreeView(self.quorum)
-                    )
-                    results = await self.quorum.multi(list(ops))
-                    version = ZkVersion(int(results[0].stat.version))
-                    outcome = IsrWriteOutcome.COMMITTED
-                except (OperationTimeoutError, ConnectionLossError) as error:
-                    # It may still commit: stay in doubt, re-issued by the periodic check.
-                    log_.warning("ISR write for %s has an unknown outcome: %s", write.tp, error)
-                    outcome = IsrWriteOutcome.UNKNOWN
-                except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
-                    log_.info("ISR write for %s failed: %s", write.tp, error)
+            try:
+                version = await self._isr_writes.write(write)
+                outcome = IsrWriteOutcome.COMMITTED
+            except IsrWriteOutcomeUnknown as error:
+                # It may still commit: stay in doubt, re-issued by the periodic check.
+                log_.warning("ISR write for %s has an unknown outcome: %s", write.tp, error)
+                outcome = IsrWriteOutcome.UNKNOWN
+            except IsrWriteFailed as error:
+                log_.info("ISR write for %s failed: %s", write.tp, error)
             state = self.leaders.get(write.tp)
             if state is None or state.leader_epoch != write.leader_epoch:
                 continue
@@ -393,17 +429,12 @@ class ReplicaManager:
         """After a conflicting ISR write: if the tree still names this broker leader in the
         same leader epoch (the controller rewrote the state without a new epoch), adopt its
         version and ISR so the next proposal can succeed (Kafka re-reads the state too)."""
-        from trafka.node.controller.tree_reads import read_partition_state
-
-        if self.quorum is None:
-            return
-        current = read_partition_state(self.quorum, state.tp)
+        current = self._isr_writes.current(state.tp)
         if current is None:
             return
-        data = current.data
-        if data.leader == self._node_id and data.leader_epoch == state.leader_epoch:
+        if current.leader == self._node_id and current.leader_epoch == state.leader_epoch:
             state.zk_version = current.version
-            state.isr = tuple(BrokerId(b) for b in data.isr)
+            state.isr = current.isr
 
     # ---- replication throttles (KIP-73) -----------------------------------------------------
     def apply_throttle_settings(self, settings: ThrottleSettings) -> None:
@@ -413,14 +444,10 @@ class ReplicaManager:
             settings.follower_rate_bytes_per_second, settings.follower_partitions
         )
 
-    def read_throttle_settings(self) -> ThrottleSettings | None:
-        """This broker's throttle settings from the local replica of the tree (None without
-        a quorum): `/config/brokers/<id>`, `/config/brokers/<default>` and the config of
-        every topic held here."""
-        if self.quorum is None:
-            return None
-        from trafka.metadata_quorum import znodes
-
+    def read_throttle_settings(self) -> ThrottleSettings:
+        """This broker's throttle settings from the local replica of the tree:
+        `/config/brokers/<id>`, `/config/brokers/<default>` and the config of every topic
+        held here."""
         broker_config = self._entity_config(znodes.broker_config_path(self._node_id))
         default_config = self._entity_config(znodes.broker_config_path("<default>"))
         topics = {tp.topic for tp in self.leaders} | {tp.topic for tp in self.followers}
@@ -432,12 +459,9 @@ class ReplicaManager:
         )
 
     def _entity_config(self, path: str) -> dict[str, str]:
-        from trafka.metadata_quorum import znodes
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            data, _ = self.quorum.get_local(path)
-        except NoNodeError:
+            data, _ = self._store.get_local(path)
+        except NoNode:
             return {}
         if not data:
             return {}
@@ -454,8 +478,7 @@ class ReplicaManager:
         except Exception:  # a stopping quorum must not take the replica manager down
             log_.exception("cannot read the replication throttle configs")
             return
-        if settings is not None:
-            self.apply_throttle_settings(settings)
+        self.apply_throttle_settings(settings)
 
     def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:
         """After a follower's Fetch response: count the bytes of every (topic, partition,
@@ -476,7 +499,7 @@ class ReplicaManager:
         self._append_event.set()
         self._append_event = trio.Event()
 
-    def _leader_log(self, topic: str, partition: int) -> tuple[int, Any, int]:
+    def _leader_log(self, topic: str, partition: int) -> tuple[int, PartitionLog | None, int]:
         """(error_code, log or None, leader_epoch)."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         if leader is not None:
@@ -486,7 +509,7 @@ class ReplicaManager:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
         return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
 
-    def get_or_create_log(self, topic: str, partition: int) -> Any:
+    def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
         if log is None:
             state = self._topics.get(topic)
