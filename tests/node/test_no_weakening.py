@@ -4,17 +4,18 @@ leader's log start offset from every fetch answer."""
 
 from __future__ import annotations
 
-import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tests.node.nodes import NodeUnderTest
 from trafka.log import errors as log_errors
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
-from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.metadata_store import memory_store
 from trafka.node.replication.follower import follower_log_start_offset
 from trafka.node.replication.replica_manager import (
     AppendResult,
@@ -23,7 +24,6 @@ from trafka.node.replication.replica_manager import (
     ReplicaManager,
     _error_for,
 )
-from trafka.node.topics import TopicManager
 
 ME = 1
 
@@ -82,37 +82,35 @@ class FlakyConfigs:
         return self.config
 
 
-def leading(
+@asynccontextmanager
+async def leading(
     tmp_path: Path, configs: FlakyConfigs, isr: tuple[int, ...], *, fail_from_now: bool = False
-) -> ReplicaManager:
-    store = FileMetadataStore(tmp_path / "tree.json")
-    topics = TopicManager(
-        store,
-        node_id=ME,
-        live_brokers=lambda: [1, 2, 3],
-        validate_configs=lambda configs: None,
-        rng=random.Random(1),
-    )
-    logs = LocalLogs(
-        [tmp_path / "data"], LogConfig(), now_ms=0, node_id=ME, cluster_id="test-cluster"
-    )
-    manager = ReplicaManager(node_id=ME, topics=topics, log_manager=logs, log_config_for=configs)
-    manager.get_or_create_log("orders", 0)  # a log that exists already (e.g. from before)
-    configs.failing = fail_from_now
-    errors = manager.apply_leader_and_isr(
-        [PartitionStateUpdate("orders", 0, 1, ME, 1, isr, 0, (1, 2, 3))]
-    )
-    assert errors == {("orders", 0): 0}
-    return manager
+) -> AsyncIterator[ReplicaManager]:
+    async with memory_store() as store:
+        node = NodeUnderTest(
+            store, ME, tmp_path / "logs", live_brokers=lambda: [1, 2, 3], log_config_for=configs
+        )
+        manager = node.replica_manager
+        manager.get_or_create_log("orders", 0)  # a log that exists already (e.g. from before)
+        configs.failing = fail_from_now
+        errors = manager.apply_leader_and_isr(
+            [PartitionStateUpdate("orders", 0, 1, ME, 1, isr, 0, (1, 2, 3))]
+        )
+        assert errors == {("orders", 0): 0}
+        yield manager
 
 
 def one_batch() -> bytes:
     return build_batch([NewRecord(value=b"v", key=b"k")], now_ms=0)
 
 
-def test_a_failed_lookup_keeps_the_value_in_force(tmp_path: Path) -> None:
+async def test_a_failed_lookup_keeps_the_value_in_force(tmp_path: Path) -> None:
     configs = FlakyConfigs(min_insync_replicas=2)
-    manager = leading(tmp_path, configs, isr=(1, 2))
+    async with leading(tmp_path, configs, isr=(1, 2)) as manager:
+        check_kept(manager, configs)
+
+
+def check_kept(manager: ReplicaManager, configs: FlakyConfigs) -> None:
     assert isinstance(manager.append_records("orders", 0, one_batch(), required_acks=-1),
                       PendingAppend)  # fmt: skip
     manager.leaders[next(iter(manager.leaders))].isr = (1,)  # type: ignore[assignment]
@@ -122,9 +120,13 @@ def test_a_failed_lookup_keeps_the_value_in_force(tmp_path: Path) -> None:
     assert step.error_code == int(ErrorCode.not_enough_replicas)
 
 
-def test_a_new_leader_whose_lookup_fails_requires_every_replica(tmp_path: Path) -> None:
+async def test_a_new_leader_whose_lookup_fails_requires_every_replica(tmp_path: Path) -> None:
     configs = FlakyConfigs(min_insync_replicas=2)
-    manager = leading(tmp_path, configs, isr=(1, 2), fail_from_now=True)
+    async with leading(tmp_path, configs, isr=(1, 2), fail_from_now=True) as manager:
+        check_strictest(manager)
+
+
+def check_strictest(manager: ReplicaManager) -> None:
     step = manager.append_records("orders", 0, one_batch(), required_acks=-1)
     assert isinstance(step, AppendResult)
     assert step.error_code == int(ErrorCode.not_enough_replicas)  # 2 in sync, 3 required
@@ -132,12 +134,12 @@ def test_a_new_leader_whose_lookup_fails_requires_every_replica(tmp_path: Path) 
     assert isinstance(acks_one, AppendResult) and acks_one.error_code == 0
 
 
-def test_without_a_value_in_force_the_lookup_error_propagates(tmp_path: Path) -> None:
+async def test_without_a_value_in_force_the_lookup_error_propagates(tmp_path: Path) -> None:
     configs = FlakyConfigs(min_insync_replicas=2)
-    manager = leading(tmp_path, configs, isr=(1, 2, 3))
-    configs.failing = True
-    with pytest.raises(ValueError, match="unavailable"):
-        manager._min_insync_replicas("orders")
+    async with leading(tmp_path, configs, isr=(1, 2, 3)) as manager:
+        configs.failing = True
+        with pytest.raises(ValueError, match="unavailable"):
+            manager._min_insync_replicas("orders")
 
 
 # ---- the follower's log start offset --------------------------------------------------------
