@@ -11,7 +11,9 @@ The recovery point is the offset below which everything is known to be fsynced.
 Append paths (DESIGN decision 2: batches stay opaque, no per-record work):
 
 * `append_as_leader`: check framing, sizes and CRC-32C of every v2 batch; reject batches
-  over `max.message.bytes` (MESSAGE_TOO_LARGE); idempotent-producer checks; rewrite
+  over `max.message.bytes` (MESSAGE_TOO_LARGE); walk every record without decoding it
+  (`trafka.log.validation`, Kafka's LogValidator: INVALID_RECORD, KIP-467 record errors
+  for keyless records on compacted topics); idempotent-producer checks; rewrite
   baseOffset, stamp partitionLeaderEpoch (and LogAppendTime + a new CRC when configured);
   one write.
 * `append_as_follower`: the leader's offsets and epochs are kept; the epoch cache learns
@@ -69,6 +71,7 @@ from trafka.log.segment import (
     file_name,
     parse_base_offset,
 )
+from trafka.log.validation import validate_records
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -525,8 +528,8 @@ class PartitionLog:
                     f"batch at {pos}: {header.records_count} records but "
                     f"lastOffsetDelta {header.last_offset_delta}"
                 )
-        if config.compact:
-            _check_keys(records, headers)
+        # Every record, as Kafka's LogValidator (keys on compacted topics, KIP-467 errors).
+        validate_records(records, headers, compacted=config.compact)
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes exceed segment.bytes {config.segment_bytes}"
@@ -777,8 +780,9 @@ class PartitionLog:
                 return TimestampAndOffset(-1, self.log_end_offset, self.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_and_offset()
-            if timestamp < 0:
-                raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
+            # Any other negative timestamp is searched like a real one, as Kafka's
+            # fetchOffsetByTimestamp does: the first record (the fuzzer found -2^63 raising
+            # out of the ListOffsets handler, issue 12 item 8).
             for segment in self._segments:
                 if segment.max_timestamp < timestamp or segment.size == 0:
                     continue
@@ -1117,17 +1121,3 @@ class PartitionLog:
             f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
             f"hw={self._high_watermark}, end={self.log_end_offset})"
         )
-
-
-def _check_keys(
-    records: bytes | bytearray | memoryview, headers: list[tuple[int, batch_format.BatchHeader]]
-) -> None:
-    """A compacted topic needs a key on every record (Kafka's INVALID_RECORD)."""
-    from trafka.log.records import decode_batch  # records are decoded only for compaction
-
-    for pos, header in headers:
-        if header.is_control:
-            continue
-        for record in decode_batch(records, pos, check_crc=False).records:
-            if record.key is None:
-                raise InvalidRecordError("Compacted topic cannot accept message without key")

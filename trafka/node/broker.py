@@ -463,6 +463,10 @@ class Broker:
             socket_request_max_bytes=self.config.get_int("socket.request.max.bytes"),
             max_connections=self.config.get_int("max.connections"),
             max_connections_per_ip=self.config.get_int("max.connections.per.ip"),
+            max_connections_per_ip_overrides=net_server.parse_connection_overrides(
+                self.config.get("max.connections.per.ip.overrides") or ""
+            ),
+            queued_max_request_bytes=self.config.get_int("queued.max.request.bytes"),
             connections_max_idle_ms=self.config.get_int("connections.max.idle.ms"),
             max_in_flight_requests=min(self.config.get_int("queued.max.requests"), 64),
         )

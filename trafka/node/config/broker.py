@@ -427,8 +427,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "log.segment.bytes",
         _T.INT,
         1024**3,
-        "Maximum size of one segment file.",
-        minimum=14,
+        "Maximum size of one segment file (at least 1 MiB, as in Kafka 4, KIP-1030).",
+        minimum=1024 * 1024,
         dynamic=True,
     ),
     _d("log.roll.ms", _T.LONG, None, "Roll a segment after this time (ms)."),
@@ -495,7 +495,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _d("num.recovery.threads.per.data.dir", _T.INT, 1, "Threads recovering logs at start."),
     # --- topics -------------------------------------------------------------------------------
-    _d("num.partitions", _T.INT, 1, "Partitions of auto-created topics.", minimum=1),
+    _d(
+        "num.partitions",
+        _T.INT,
+        1,
+        "Partitions of auto-created topics.",
+        minimum=1,
+        maximum=4_000,  # trafka.node.topics.MAX_PARTITIONS
+    ),
     _d(
         "default.replication.factor",
         _T.INT,
@@ -596,7 +603,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         dynamic=True,
     ),
     # --- groups and offsets -------------------------------------------------------------------
-    _d("offsets.topic.num.partitions", _T.INT, 50, "Partitions of __consumer_offsets.", minimum=1),
+    _d(
+        "offsets.topic.num.partitions",
+        _T.INT,
+        50,
+        "Partitions of __consumer_offsets.",
+        minimum=1,
+        maximum=4_000,  # trafka.node.topics.MAX_PARTITIONS
+    ),
     _d(
         "offsets.topic.replication.factor",
         _T.SHORT,
@@ -654,8 +668,36 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _d("socket.send.buffer.bytes", _T.INT, 102400, "SO_SNDBUF; -1 = OS default."),
     _d("socket.receive.buffer.bytes", _T.INT, 102400, "SO_RCVBUF; -1 = OS default."),
-    _d("max.connections", _T.INT, _INT32_MAX, "Connections accepted in total.", minimum=0),
-    _d("max.connections.per.ip", _T.INT, _INT32_MAX, "Connections per client IP.", minimum=0),
+    _d(
+        "max.connections",
+        _T.INT,
+        10_000,
+        "Connections accepted in total; more are closed at once.",
+        minimum=0,
+        reason="Kafka's default is unlimited; a finite one bounds descriptors and memory.",
+    ),
+    _d(
+        "max.connections.per.ip",
+        _T.INT,
+        1_000,
+        "Connections per client IP; more are closed at once.",
+        minimum=0,
+        reason="Kafka's default is unlimited; one client cannot take every connection.",
+    ),
+    _d(
+        "max.connections.per.ip.overrides",
+        _T.STRING,
+        "",
+        "Per-IP limits replacing max.connections.per.ip: 'ip:count,ip:count'.",
+    ),
+    _d(
+        "queued.max.request.bytes",
+        _T.LONG,
+        512 * 1024 * 1024,
+        "Request bytes read but not yet answered, over all connections; reading pauses "
+        "beyond it (-1 = unbounded).",
+        reason="Kafka's default is unbounded (-1).",
+    ),
     _d(
         "connections.max.idle.ms",
         _T.LONG,

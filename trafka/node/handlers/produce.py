@@ -4,8 +4,12 @@
 * v5: log_start_offset in the response (KIP-107). v6, v7: no change (v7: ZStandard, KIP-110).
 * v8: record_errors + error_message (KIP-467). v9: flexible (KIP-482).
 
-Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (this broker does not lead
-it), CORRUPT_MESSAGE (bad framing or CRC), INVALID_RECORD (well-framed but breaking a rule),
+Per partition: first Kafka's produce rules (`trafka.node.produce_rules`: internal topics get
+INVALID_TOPIC_EXCEPTION, more than one batch or magic < 2 INVALID_RECORD, control batches
+INVALID_RECORD, transactional batches INVALID_TXN_STATE), then UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER (this broker does not lead it), CORRUPT_MESSAGE (bad framing or CRC),
+INVALID_RECORD (well-framed but breaking a rule; record-level rules as Kafka's LogValidator,
+keyless records on a compacted topic named in `record_errors`, KIP-467),
 MESSAGE_TOO_LARGE (`max.message.bytes`), OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
 (idempotent producers; the sequence checks live in the log's producer state, a duplicate
 batch gets its original offsets). acks other than 0, 1, -1: INVALID_REQUIRED_ACKS for every
@@ -35,6 +39,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -68,6 +73,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         if topic not in writable:
             results[(topic, partition)] = AppendResult(int(refused))
+            continue
+        refusal = check_produce_partition(topic, records or b"", transactional_id=transactional_id)
+        if refusal is not None:
+            results[(topic, partition)] = AppendResult(
+                int(refusal.error_code), error_message=refusal.message
+            )
             continue
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).
@@ -108,7 +119,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "base_offset": result.base_offset,
                     "log_append_time": result.log_append_time_ms,
                     "log_start_offset": result.log_start_offset,
-                    "record_errors": [],
+                    "record_errors": [
+                        {"batch_index": index, "batch_index_error_message": message}
+                        for index, message in result.record_errors
+                    ],
                     "error_message": result.error_message,
                 }
             )

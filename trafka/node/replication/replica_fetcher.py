@@ -48,6 +48,7 @@ from trafka.node.replication.follower import (
     FetchAction,
     FollowerPhase,
     PartitionFollowerState,
+    follower_log_start_offset,
 )
 from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
 from trafka.node.replication.replica_manager import ReplicaManager
@@ -313,4 +314,9 @@ class ReplicaFetchers:
                 log_end_offset = int(log_.log_end_offset)
                 self.lag[tp] = max(0, int(p.high_watermark) - log_end_offset)
                 log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
+                new_start = follower_log_start_offset(
+                    int(p.log_start_offset), int(log_.log_start_offset), int(log_.high_watermark)
+                )
+                if new_start is not None:
+                    log_.delete_records_before(int(new_start))
         return backoff
