@@ -50,3 +50,8 @@ class UnexpectedAppendOffsetError(LogError):
 class UnsupportedForMessageFormatError(LogError):
     """Old-format (magic 0/1) data offered for append: we store v2 only and do not
     convert (Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT)."""
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator epoch older than one the partition has seen
+    for that producer (Kafka's TRANSACTION_COORDINATOR_FENCED)."""
