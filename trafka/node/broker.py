@@ -60,6 +60,7 @@ from trafka.node.metadata_store import MetadataStore, NodeExists, QuorumMetadata
 from trafka.node.replica_manager import ReplicaManager
 from trafka.node.stray_logs import LocalPartition, StrayDecision, find_stray_logs, read_tree_view
 from trafka.node.topics import TopicError, TopicManager, TopicState, topic_id_text
+from trafka.node.txn_service import TransactionService
 
 log = logging.getLogger("trafka.node.broker")
 
@@ -151,6 +152,7 @@ class Broker:
         node (process.roles=broker), which never runs the controller."""
         self.fetchers: Any = None
         self.group_service: Any = None
+        self.transaction_service = TransactionService(self)  # trafka.node.txn_service
         """`trafka.node.group_service.GroupService`, created and started with the node."""
         self._log_configs: dict[str, tuple[BrokerConfig, Mapping[str, str], Any]] = {}
         """topic -> (broker config, topic overrides, LogConfig) it was built from."""
@@ -996,6 +998,7 @@ class Broker:
             # a failover) and fires session expiries from start-up, not from the first call.
             self.group_service = GroupService(self)
             await nursery.start(self.group_service.run)
+            await nursery.start(self.transaction_service.run)
             # Registered before the listener opens: a client's first Metadata must list us.
             await self._register(store)
             await self._start_server(nursery)

@@ -8,11 +8,10 @@ The coordinator of a group is the leader of partition
 `Utils.abs(groupId.hashCode) % partitions` of `__consumer_offsets`, which the first
 FindCoordinator creates (`trafka.node.group_service`).
 
-Not implemented: transactions. key_type 1 is answered with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId answers transactional ids: it is
-not retriable, so a transactional client fails at once instead of retrying
-COORDINATOR_NOT_AVAILABLE until its timeout (Kafka sends the same code when the
-principal may not use the transactional id). Other key types get INVALID_REQUEST.
+key_type 1 (a transactional id) answers the leader of partition
+`Utils.abs(transactionalId.hashCode) % partitions` of `__transaction_state`, which the first
+such FindCoordinator creates (`trafka.node.txn_service`). Other key types (KIP-932 share
+groups) get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.txn_service import TransactionService
 
 _GROUP = 0
 _TRANSACTION = 1
@@ -34,7 +34,7 @@ async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
     if key_type == _GROUP:
         error, info = await GroupService.of(ctx.broker).find_coordinator(key)
     elif key_type == _TRANSACTION:
-        error, info = ErrorCode.transactional_id_authorization_failed, None
+        error, info = await TransactionService.of(ctx.broker).find_coordinator(key)
     else:
         error, info = ErrorCode.invalid_request, None
     if info is None or error != ErrorCode.none:

@@ -12,29 +12,37 @@ partition sequence checks happen in the log's producer state on append (a duplic
 returns its original offsets; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch is
 INVALID_PRODUCER_EPOCH).
 
-Not implemented: transactions. A request with a transactional_id is answered with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (non-retriable, so the client fails at once instead
-of retrying forever).
+With a transactional_id (KIP-98) the request goes to the transaction coordinator
+(`trafka.node.txn_service`): NOT_COORDINATOR if this node does not lead the id's
+`__transaction_state` partition, an epoch bump that fences the previous instance,
+CONCURRENT_TRANSACTIONS while a previous transaction is being completed (or aborted first),
+INVALID_TRANSACTION_TIMEOUT above `transaction.max.timeout.ms`; v3+ producer_id/epoch is
+KIP-360's recovery. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4 (KIP-588).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
+from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.txn_service import TransactionService, client_error
 
 
 @register(api_key=22, name="InitProducerId", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
+        result = await TransactionService.of(ctx.broker).init_producer_id(
+            str(request.transactional_id),
+            ms(request.transaction_timeout),
+            int(getattr(request, "producer_id", -1)),
+            int(getattr(request, "producer_epoch", -1)),
+        )
         answer = {
-            "error_code": int(ErrorCode.transactional_id_authorization_failed),
-            "producer_id": -1,
-            "producer_epoch": -1,
+            "error_code": client_error(result.error, ctx.api_version, 4),
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
         }
     else:
         producer_id = await ctx.broker.allocate_producer_id()

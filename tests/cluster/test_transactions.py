@@ -1,0 +1,127 @@
+"""Transactions end to end on one knode with confluent-kafka (librdkafka).
+
+A transactional producer commits some transactions and aborts others; a read_committed
+consumer sees exactly the committed records, a read_uncommitted one sees everything (the
+aborted records too); the log holds COMMIT/ABORT control batches and a `.txnindex`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import KnodeCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnodeCluster]:
+    base: Path = tmp_path_factory.mktemp("knode-txn")
+    settings = [
+        "group.initial.rebalance.delay.ms=0",
+        "transaction.state.log.num.partitions=4",
+        "offsets.topic.num.partitions=4",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+    ]
+    with KnodeCluster(base, node_count=1, settings=settings) as cluster:
+        yield cluster
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+def producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            **extra,
+        }
+    )
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str, expected_at_least: int) -> list[str]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[str] = []
+    idle = 0
+    try:
+        while idle < 6 or len(values) < expected_at_least:
+            message = consumer.poll(1.0)
+            if message is None:
+                idle += 1
+                if idle > 40:
+                    break
+                continue
+            if message.error():
+                continue
+            idle = 0
+            values.append(message.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_commit_and_abort_visibility(node: KnodeCluster) -> None:
+    bootstrap = node.bootstrap_servers
+    create_topic(bootstrap, "txn-visibility")
+    p = producer(bootstrap, "tx-visibility")
+    p.init_transactions(30)
+    expected_committed: list[str] = []
+    aborted: list[str] = []
+    for round_number in range(6):
+        p.begin_transaction()
+        values = [f"r{round_number}-{i}" for i in range(20)]
+        for value in values:
+            p.produce("txn-visibility", value.encode(), key=value.encode())
+        if round_number % 2 == 0:
+            p.commit_transaction(30)
+            expected_committed += values
+        else:
+            p.flush(30)  # written to the log first: abort_transaction purges unsent messages
+            p.abort_transaction(30)
+            aborted += values
+    p.flush(10)
+    committed = consume_all(bootstrap, "txn-visibility", "read_committed", len(expected_committed))
+    assert sorted(committed) == sorted(expected_committed)
+    everything = consume_all(
+        bootstrap, "txn-visibility", "read_uncommitted", len(expected_committed) + len(aborted)
+    )
+    assert sorted(everything) == sorted(expected_committed + aborted)
+
+
+def test_second_instance_fences_the_first(node: KnodeCluster) -> None:
+    bootstrap = node.bootstrap_servers
+    create_topic(bootstrap, "txn-fence", 1)
+    first = producer(bootstrap, "tx-fence")
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce("txn-fence", b"zombie")
+    first.flush(10)
+    second = producer(bootstrap, "tx-fence")
+    second.init_transactions(30)  # aborts the first instance's open transaction
+    second.begin_transaction()
+    second.produce("txn-fence", b"winner")
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException) as raised:
+        first.commit_transaction(10)
+    assert raised.value.args[0].fatal() or not raised.value.args[0].retriable()
+    assert consume_all(bootstrap, "txn-fence", "read_committed", 1) == ["winner"]
