@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.support.cluster import KnodeCluster
 
@@ -74,7 +74,7 @@ def consume_all(bootstrap: str, topic: str, isolation: str, expected_at_least: i
             if message.error():
                 continue
             idle = 0
-            values.append(message.value().decode())
+            values.append((message.value() or b"").decode())
     finally:
         consumer.close()
     return values
