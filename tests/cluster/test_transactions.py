@@ -125,3 +125,62 @@ def test_second_instance_fences_the_first(node: KnodeCluster) -> None:
         first.commit_transaction(10)
     assert raised.value.args[0].fatal() or not raised.value.args[0].retriable()
     assert consume_all(bootstrap, "txn-fence", "read_committed", 1) == ["winner"]
+
+
+def test_consume_transform_produce_with_send_offsets(node: KnodeCluster) -> None:
+    """send_offsets_to_transaction: output and input offsets commit (or abort) together."""
+    bootstrap = node.bootstrap_servers
+    create_topic(bootstrap, "ctp-in", 1)
+    create_topic(bootstrap, "ctp-out", 1)
+    source = Producer({"bootstrap.servers": bootstrap})
+    for number in range(300):
+        source.produce("ctp-in", str(number).encode())
+    source.flush(30)
+    group = "ctp-copier"
+
+    def copier(abort_first: bool) -> int:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        consumer.subscribe(["ctp-in"])
+        out = producer(bootstrap, "tx-copier")
+        out.init_transactions(30)
+        copied = 0
+        idle = 0
+        try:
+            while idle < 5:
+                messages = consumer.consume(100, 1.0)
+                messages = [m for m in messages if not m.error()]
+                if not messages:
+                    idle += 1
+                    continue
+                idle = 0
+                out.begin_transaction()
+                for message in messages:
+                    out.produce("ctp-out", message.value())
+                out.send_offsets_to_transaction(
+                    consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+                )
+                if abort_first:
+                    out.flush(30)
+                    out.abort_transaction(30)
+                    return len(messages)
+                out.commit_transaction(30)
+                copied += len(messages)
+        finally:
+            consumer.close()
+        return copied
+
+    aborted = copier(abort_first=True)
+    assert aborted > 0
+    assert copier(abort_first=False) == 300  # the aborted batch's offsets were not committed
+    values = consume_all(bootstrap, "ctp-out", "read_committed", 300)
+    assert sorted(values, key=int) == [str(n) for n in range(300)]
+    everything = consume_all(bootstrap, "ctp-out", "read_uncommitted", 300 + aborted)
+    assert len(everything) == 300 + aborted

@@ -247,7 +247,7 @@ class TransactionService:
                 offset, max_bytes=LOAD_READ_BYTES, max_offset=end_offset, with_bytes=True
             )
             next_offset = offset
-            for batch_next_offset, batch_records in _iter_batches(data.to_bytes()):
+            for batch_next_offset, batch_records, _ in _iter_batches(data.to_bytes()):
                 next_offset = max(next_offset, batch_next_offset)
                 for record_offset, key, value in batch_records:
                     if key is None or record_offset < offset:
@@ -601,7 +601,8 @@ class TransactionService:
 
 async def write_marker_locally(broker: Broker, marker: MarkerRequest, tp: TopicPartition) -> int:
     """Write one partition's marker on this leader (WriteTxnMarkers and the coordinator's own
-    partitions). Returns a Kafka error code."""
+    partitions); on a `__consumer_offsets` partition the group coordinator then applies or
+    drops the producer's pending TxnOffsetCommit offsets. Returns a Kafka error code."""
     code = await broker.replica_manager.append_end_transaction_marker(
         tp.topic,
         tp.partition,
@@ -611,6 +612,12 @@ async def write_marker_locally(broker: Broker, marker: MarkerRequest, tp: TopicP
         committed=marker.committed,
         timeout_ms=MARKER_TIMEOUT_MS,
     )
+    if code == 0 and tp.topic == OFFSETS_TOPIC:
+        from trafka.node.group_service import GroupService
+
+        await GroupService.of(broker).complete_txn_offsets(
+            tp.partition, marker.producer_id, marker.committed
+        )
     return code
 
 
