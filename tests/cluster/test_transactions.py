@@ -184,3 +184,27 @@ def test_consume_transform_produce_with_send_offsets(node: KnodeCluster) -> None
     assert sorted(values, key=int) == [str(n) for n in range(300)]
     everything = consume_all(bootstrap, "ctp-out", "read_uncommitted", 300 + aborted)
     assert len(everything) == 300 + aborted
+
+
+def test_open_transaction_times_out_and_the_lso_moves_on(node: KnodeCluster) -> None:
+    """A producer that vanishes mid-transaction: after transaction.timeout.ms the coordinator
+    aborts it, so read_committed consumers get past it."""
+    bootstrap = node.bootstrap_servers
+    create_topic(bootstrap, "txn-timeout", 1)
+    hanging = producer(bootstrap, "tx-hanging", **{"transaction.timeout.ms": 2000})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce("txn-timeout", b"never-committed")
+    hanging.flush(10)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce("txn-timeout", b"after")
+    plain.flush(10)
+    # Blocked by the open transaction at first, then visible once it is aborted (2 s timeout
+    # + 0.5 s abort check interval; generous margins for a loaded machine).
+    assert consume_all(bootstrap, "txn-timeout", "read_committed", 1) == ["after"]
+    assert sorted(consume_all(bootstrap, "txn-timeout", "read_uncommitted", 2)) == [
+        "after",
+        "never-committed",
+    ]
+    with pytest.raises(KafkaException):
+        hanging.commit_transaction(10)  # fenced by the coordinator's abort
