@@ -98,7 +98,7 @@ class Copier:
             event = json.loads(line)
             self.events.append(event)
             if event.get("event") == "committed":
-                self.committed += int(event["count"])  # type: ignore[call-overload]
+                self.committed += int(event["count"])
 
     def kill(self) -> None:
         self.process.kill()
