@@ -203,3 +203,44 @@ def test_index_file_helpers(tmp_path: Path) -> None:
     assert decode_entries(index.path.read_bytes()) == [AbortedTxn(1, 0, 5, 6)]
     index.truncate_to(5)
     assert not index.path.exists() and index.entries == []
+
+
+def test_compaction_removes_aborted_records_and_keeps_the_index(tmp_path: Path) -> None:
+    """The cleaner drops an aborted transaction's records (they never shadow the committed
+    value of a key), keeps markers, and moves `.txnindex` entries with their markers."""
+    from trafka.log.cleaner import clean_log
+
+    config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=600)
+    log = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW)
+
+    def keyed(pid: int, sequence: int, key: bytes, value: bytes) -> bytes:
+        return build_batch(
+            [NewRecord(value, key=key, timestamp=NOW)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+
+    log.append_as_leader(keyed(7, 0, b"k", b"committed"), leader_epoch=0, now_ms=NOW)  # 0
+    end(log, 7, True)  # 1
+    log.append_as_leader(keyed(8, 0, b"k", b"aborted"), leader_epoch=0, now_ms=NOW)  # 2
+    end(log, 8, False)  # 3
+    log.roll(NOW)
+    active = build_batch([NewRecord(b"x", key=b"other", timestamp=NOW)])
+    log.append_as_leader(active, leader_epoch=0, now_ms=NOW)  # 4: active segment
+    log.update_high_watermark(log.log_end_offset)
+    result = clean_log(log, now_ms=NOW, first_dirty_offset=0, force=True)
+    assert result is not None and result.records_removed == 1
+    kept = []
+    for decoded in iter_batches(log.read(0, max_bytes=1 << 20).to_bytes()):
+        kept += [(r.offset, r.value, decoded.header.is_control) for r in decoded.records]
+    assert [(offset, value) for offset, value, control in kept if not control] == [
+        (0, b"committed")
+    ]
+    assert [offset for offset, _, control in kept if control] == [1, 3]
+    assert log.collect_aborted_transactions(0, 5) == [AbortedTxn(8, 2, 3, 4)]
+    log.close()
+    reopened = open_log(tmp_path / "t-0", had_clean_shutdown=True)
+    assert reopened.collect_aborted_transactions(0, 5) == [AbortedTxn(8, 2, 3, 4)]
+    reopened.close()

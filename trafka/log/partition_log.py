@@ -81,6 +81,7 @@ from trafka.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     EntryInfo,
     LogSegment,
     file_name,
@@ -398,7 +399,7 @@ class PartitionLog:
         the same base; old segments that are not new ones are deleted.
         """
         marker = self.directory / SWAP_MARKER
-        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         if not marker.exists():
             for path in self.directory.glob("*" + SWAP_SUFFIX):
                 path.unlink()
@@ -1240,10 +1241,13 @@ class PartitionLog:
             if self._closed or stale or any(id(segment) not in current for segment in olds):
                 return False
             news = [segment for _, written in outputs for segment in written]
-            suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            # A `.txnindex` exists only for a segment with aborted transactions.
+            suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             for segment in news:
                 for suffix in suffixes:
                     name = file_name(segment.base_offset, suffix)
+                    if suffix == TXN_INDEX_SUFFIX and not (tmp / name).exists():
+                        continue
                     os.replace(tmp / name, self.directory / (name + SWAP_SUFFIX))
             fsync_dir(self.directory)
             marker = [f"old {s.base_offset}" for s in olds] + [f"new {s.base_offset}" for s in news]
@@ -1253,7 +1257,10 @@ class PartitionLog:
             for segment in news:
                 for suffix in suffixes:
                     name = file_name(segment.base_offset, suffix)
-                    os.replace(self.directory / (name + SWAP_SUFFIX), self.directory / name)
+                    swapped = self.directory / (name + SWAP_SUFFIX)
+                    if suffix == TXN_INDEX_SUFFIX and not swapped.exists():
+                        continue
+                    os.replace(swapped, self.directory / name)
             fsync_dir(self.directory)
             (self.directory / SWAP_MARKER).unlink()
             loaded = []
