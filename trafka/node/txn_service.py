@@ -377,6 +377,79 @@ class TransactionService:
     ) -> dict[TopicPartition, int]:
         return {tp: await write_marker_locally(self._broker, marker, tp) for tp in partitions}
 
+    async def _inter_broker_request(self, broker_id: int, request: Any) -> Any | None:
+        """One request on the pooled connection to `broker_id`; None if it failed."""
+        endpoint = self._broker.endpoint_for(broker_id)
+        if endpoint is None:
+            return None
+        lock = self._connection_locks.setdefault(broker_id, trio.Lock())
+        async with lock:
+            connection = self._connections.get(broker_id)
+            try:
+                if connection is None or connection.closed:
+                    connection = await KafkaConnection.connect(
+                        endpoint[0],
+                        endpoint[1],
+                        client_id=f"txn-coordinator-{self._broker.node_id}",
+                        request_timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S,
+                    )
+                    self._connections[broker_id] = connection
+                return await connection.request(request)
+            except (ClientError, OSError) as error:
+                log.info("%s to broker %d: %s", type(request).__name__, broker_id, error)
+                if connection is not None:
+                    await connection.close()
+                self._connections.pop(broker_id, None)
+                return None
+
+    async def verify_before_append(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """KIP-890 part 1: a partition leader asks the coordinator whether `tp` is in the
+        producer's open transaction before appending its first transactional batch there
+        (AddPartitionsToTxn v4 verify_only when the coordinator is another node)."""
+        from kio.schema.add_partitions_to_txn.v4.request import (
+            AddPartitionsToTxnRequest,
+            AddPartitionsToTxnTopic,
+            AddPartitionsToTxnTransaction,
+        )
+        from kio.schema.types import ProducerId, TopicName, TransactionalId
+        from kio.static.primitive import i16, i32
+
+        error, info = await self.find_coordinator(transactional_id)
+        if info is None:
+            return error
+        if info.node_id == self._broker.node_id:
+            top, per = await self.verify_partitions(
+                transactional_id, producer_id, producer_epoch, (tp,)
+            )
+            return per.get(tp, top)
+        request = AddPartitionsToTxnRequest(
+            transactions=(
+                AddPartitionsToTxnTransaction(
+                    transactional_id=TransactionalId(transactional_id),
+                    producer_id=ProducerId(producer_id),
+                    producer_epoch=i16(producer_epoch),
+                    verify_only=True,
+                    topics=(
+                        AddPartitionsToTxnTopic(
+                            name=TopicName(tp.topic), partitions=(i32(tp.partition),)
+                        ),
+                    ),
+                ),
+            )
+        )
+        response = await self._inter_broker_request(info.node_id, request)
+        if response is None:
+            return ErrorCode.coordinator_not_available
+        if int(response.error_code) != 0:
+            return ErrorCode(int(response.error_code))
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for partition in topic.results_by_partition:
+                    return ErrorCode(int(partition.partition_error_code))
+        return ErrorCode.invalid_txn_state
+
     async def _write_remote(
         self, leader: int, marker: MarkerRequest, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
@@ -408,28 +481,9 @@ class TransactionService:
             )
         )
         failed = {tp: int(ErrorCode.network_exception) for tp in partitions}
-        endpoint = self._broker.endpoint_for(leader)
-        if endpoint is None:
+        response = await self._inter_broker_request(leader, request)
+        if response is None:
             return failed
-        lock = self._connection_locks.setdefault(leader, trio.Lock())
-        async with lock:
-            connection = self._connections.get(leader)
-            try:
-                if connection is None or connection.closed:
-                    connection = await KafkaConnection.connect(
-                        endpoint[0],
-                        endpoint[1],
-                        client_id=f"txn-coordinator-{self._broker.node_id}",
-                        request_timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S,
-                    )
-                    self._connections[leader] = connection
-                response = await connection.request(request)
-            except (ClientError, OSError) as error:
-                log.info("WriteTxnMarkers to broker %d: %s", leader, error)
-                if connection is not None:
-                    await connection.close()
-                self._connections.pop(leader, None)
-                return failed
         results = dict(failed)
         for result in response.markers:
             for topic in result.topics:

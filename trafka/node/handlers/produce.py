@@ -15,8 +15,12 @@ the connection only on errors; so do we, by answering nothing either way).
 acks=-1 waits, in the replica manager's purgatory, until the high watermark passes the batch
 or `timeout_ms` expires (REQUEST_TIMED_OUT); on one node that is immediate.
 
-Not implemented: transactional produce (AddPartitionsToTxn is not implemented, so a
-transactional batch gets INVALID_TXN_STATE), quotas (throttle_time_ms is always 0).
+Transactional batches (KIP-98): the first one of a transaction in a partition is verified
+with the transaction coordinator first (KIP-890 part 1, `trafka.node.txn_verification`):
+a partition not added to the transaction gets INVALID_TXN_STATE, so no client can leave a
+hanging transaction; a control batch from a client is INVALID_RECORD.
+
+Not implemented: quotas (throttle_time_ms is always 0).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replica_manager import AppendResult
+from trafka.node.txn_verification import verify_transactional_batch
 
 
 @register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
@@ -40,6 +45,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: dict[tuple[str, int], AppendResult] = {}
 
     async def append_one(topic: str, partition: int, records: bytes | None) -> None:
+        refused = await verify_transactional_batch(
+            ctx.broker, request.transactional_id, topic, partition, records or b""
+        )
+        if refused:
+            results[(topic, partition)] = AppendResult(refused)
+            return
         results[(topic, partition)] = await replica_manager.append(
             topic,
             partition,
