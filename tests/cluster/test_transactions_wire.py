@@ -26,7 +26,7 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.produce.v9 import request as produce_v9
 from kio.schema.types import ProducerId, TopicName, TransactionalId
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta
 
 from tests.cluster.test_transactions import create_topic
 from tests.support.cluster import KnodeCluster
@@ -54,14 +54,14 @@ async def connect(node: KnodeCluster) -> KafkaConnection:
 
 def produce(transactional_id: str | None, partition: int, records: bytes) -> Any:
     return produce_v9.ProduceRequest(
-        transactional_id=transactional_id,
+        transactional_id=None if transactional_id is None else TransactionalId(transactional_id),
         acks=i16(-1),
-        timeout=datetime.timedelta(seconds=10),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
         topic_data=(
             produce_v9.TopicProduceData(
                 name=TopicName("wire"),
                 partition_data=(
-                    produce_v9.PartitionProduceData(index=i32(partition), records=records),
+                    produce_v9.PartitionProduceData(index=i32(partition), records=Records(records)),
                 ),
             ),
         ),
@@ -121,7 +121,9 @@ async def init(connection: KafkaConnection, txn: str, timeout_ms: int = 10_000) 
             response = await connection.request(
                 InitProducerIdRequest(
                     transactional_id=TransactionalId(txn),
-                    transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+                    transaction_timeout=i32Timedelta.parse(
+                        datetime.timedelta(milliseconds=timeout_ms)
+                    ),
                 )
             )
             if int(response.error_code) not in (
