@@ -74,3 +74,14 @@ def test_restored_pending_offsets_wait_for_the_marker() -> None:
     assert fetched(coordinator) == -1
     coordinator.complete_txn_offsets(9, committed=True)
     assert fetched(coordinator) == 5
+
+
+def test_require_stable_reports_pending_offsets() -> None:
+    coordinator = GroupCoordinator(GroupConfig(), random.Random(1))
+    coordinator.txn_offset_commit(request(10), 77, 0)
+    stable = coordinator.offset_fetch("g", (TP,), require_stable=True).partitions[0]
+    assert (stable.offset, stable.error) == (-1, ErrorCode.unstable_offset_commit)
+    assert coordinator.offset_fetch("g", (TP,)).partitions[0].error == ErrorCode.none
+    coordinator.complete_txn_offsets(77, committed=True)
+    stable = coordinator.offset_fetch("g", (TP,), require_stable=True).partitions[0]
+    assert (stable.offset, stable.error) == (10, ErrorCode.none)

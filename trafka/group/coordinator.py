@@ -44,8 +44,7 @@ classic groups), summarised:
 Transactional offsets (TxnOffsetCommit): pending per producer id until the transaction's
 marker reaches this partition (`complete_txn_offsets`); see `txn_offset_commit`.
 
-Not implemented: OffsetFetch `require_stable` (KIP-447: UNSTABLE_OFFSET_COMMIT while a
-transaction's offsets are pending), the KIP-848 consumer group protocol,
+Not implemented: the KIP-848 consumer group protocol,
 upgrading/downgrading group types, reverting state when the shell fails to append records
 (the shell answers an error instead; see `group_service`), shrinking a group that is over
 a lowered `group.max.size` at rebalance.
@@ -1014,11 +1013,21 @@ class GroupCoordinator:
                 group.offsets.update(pending)
 
     def offset_fetch(
-        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+        self,
+        group_id: str,
+        partitions: tuple[TopicPartition, ...] | None,
+        *,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
-        """`partitions=None` asks for every committed offset of the group (v2+)."""
+        """`partitions=None` asks for every committed offset of the group (v2+).
+        `require_stable` (KIP-447): a partition with transactional offsets still pending
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries once the transaction ends)."""
         group = self._groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable: set[tuple[str, int]] = set()
+        if require_stable and group is not None:
+            for pending in group.pending_txn_offsets.values():
+                unstable.update(pending)
         if partitions is None:
             keys = sorted(offsets)
         else:
@@ -1026,7 +1035,18 @@ class GroupCoordinator:
         fetched = []
         for topic, partition in keys:
             value = offsets.get((topic, partition))
-            if value is None:
+            if (topic, partition) in unstable:
+                fetched.append(
+                    FetchedOffset(
+                        topic,
+                        partition,
+                        NO_OFFSET,
+                        NO_LEADER_EPOCH,
+                        "",
+                        ErrorCode.unstable_offset_commit,
+                    )
+                )
+            elif value is None:
                 fetched.append(
                     FetchedOffset(topic, partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
                 )

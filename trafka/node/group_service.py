@@ -477,11 +477,17 @@ class GroupService:
         await self._call_on(current, complete)
 
     async def offset_fetch(
-        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+        self,
+        group_id: str,
+        partitions: tuple[TopicPartition, ...] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         outcome = await self._call(
             group_id,
-            lambda coordinator, now: (coordinator.offset_fetch(group_id, partitions), Effects()),
+            lambda coordinator, now: (
+                coordinator.offset_fetch(group_id, partitions, require_stable=require_stable),
+                Effects(),
+            ),
         )
         if isinstance(outcome, ErrorCode):
             return OffsetFetchResult(outcome)

@@ -3,7 +3,8 @@
 * v1: group_id, topics; errors per partition. v2: topics null = every committed offset of
   the group, and a top-level error_code (KIP-88). v3: throttle_time. v4: no change.
 * v5: committed_leader_epoch (KIP-320). v6: flexible (KIP-482).
-* v7: require_stable (KIP-447; without transactions there is never a pending commit).
+* v7: require_stable (KIP-447): a partition whose transactional offsets (TxnOffsetCommit)
+  wait for their transaction's marker answers UNSTABLE_OFFSET_COMMIT; the consumer retries.
 * v8: several groups in one request (KIP-709), each with its own error_code.
 
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "".
@@ -68,11 +69,12 @@ def _topics(
 async def handle(ctx: RequestContext, request: Any) -> Any:
     service = GroupService.of(ctx.broker)
     cls = response_class(request)
+    require_stable = bool(getattr(request, "require_stable", False))
     if has_field(request, "groups"):
         groups = []
         for group in request.groups:
             requested = _requested(group.topics)
-            result = await service.offset_fetch(str(group.group_id), requested)
+            result = await service.offset_fetch(str(group.group_id), requested, require_stable)
             groups.append(
                 {
                     "group_id": str(group.group_id),
@@ -82,7 +84,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         return build(cls, {"throttle_time": 0, "groups": groups})
     requested = _requested(request.topics)
-    result = await service.offset_fetch(str(request.group_id), requested)
+    result = await service.offset_fetch(str(request.group_id), requested, require_stable)
     return build(
         cls,
         {
