@@ -50,6 +50,20 @@ def commit(producer: Producer) -> None:
     producer.commit_transaction(60)
 
 
+def abort(producer: Producer) -> bool:
+    """abort_transaction, retried while retriable; False after a fatal error."""
+    for _ in range(10):
+        try:
+            producer.abort_transaction(60)
+            return True
+        except KafkaException as raised:
+            error = raised.args[0]
+            emit(event="retry-abort", error=str(error))
+            if error.fatal():
+                return False
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -103,7 +117,8 @@ def main() -> int:
                 emit(event="fatal", error=str(error))
                 return 3
             emit(event="aborted", error=str(error))
-            producer.abort_transaction(60)
+            if not abort(producer):
+                return 3
             rewind(consumer)
             continue
         emit(event="committed", count=len(messages))

@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -67,6 +68,8 @@ class Copier:
     def __init__(self, cluster: KnodeCluster) -> None:
         self.committed = 0
         self.events: list[dict[str, object]] = []
+        self.stderr_path = cluster.base_dir / f"copier-{time.monotonic_ns()}.stderr.log"
+        stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -86,9 +89,10 @@ class Copier:
                 "25",
             ],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
             cwd=Path(__file__).resolve().parents[2],
         )
+        stderr.close()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -109,6 +113,10 @@ class Copier:
         code = self.process.wait(timeout=timeout_s)
         self._close()
         return code
+
+    def describe(self) -> str:
+        tail = self.stderr_path.read_text(errors="replace").splitlines()[-20:]
+        return f"copier events {self.events[-8:]}\ncopier stderr:\n" + "\n".join(tail)
 
     def _close(self) -> None:
         self._reader.join(timeout=5)
@@ -176,10 +184,22 @@ def restart_when_down(cluster: KnodeCluster, node_id: int) -> None:
 
 
 def test_exactly_once_copy_through_failures(cluster: KnodeCluster) -> None:
+    copiers: list[Copier] = []
+    try:
+        _copy_through_failures(cluster, copiers)
+    except AssertionError as error:
+        error.add_note(cluster.describe_failure())
+        for copier in copiers:
+            error.add_note(copier.describe())
+        raise
+
+
+def _copy_through_failures(cluster: KnodeCluster, copiers: list[Copier]) -> None:
     bootstrap = cluster.bootstrap_servers
     create_topics(bootstrap)
     fill_input(bootstrap)
     copier = Copier(cluster)
+    copiers.append(copier)
     try:
         wait_until(lambda: copier.committed >= TOTAL // 8, timeout_s=180, what="copier progress")
         # (a) the transaction coordinator's node
@@ -204,6 +224,7 @@ def test_exactly_once_copy_through_failures(cluster: KnodeCluster) -> None:
         # (c) the copier itself, restarted with the same transactional.id
         copier.kill()
         copier = Copier(cluster)
+        copiers.append(copier)
         assert copier.wait(timeout_s=600) == 0, copier.events[-5:]
     finally:
         if copier.process.poll() is None:
