@@ -91,6 +91,7 @@ def main() -> int:
             "bootstrap.servers": args.bootstrap,
             "transactional.id": args.transactional_id,
             "transaction.timeout.ms": 20000,
+            "debug": "eos",  # the transaction state machine, to stderr (kept by the test)
             "linger.ms": 10,
         }
     )
