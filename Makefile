@@ -3,10 +3,19 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# kafkajs, for the Node.js client tests (tests/js/package.json pins it).
+JS_DIR   := tests/js
+JS_STAMP := $(JS_DIR)/node_modules/.installed
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-m 'not slow'"`.
 PYTEST_ARGS ?=
 
-.PHONY: run test check fast format lint types contracts venv clean bench
+# $(call require,COMMAND,DEBIAN PACKAGES): stop in one line when COMMAND is not on PATH,
+# naming the apt-get command that installs it (README, "System packages").
+require = @command -v $(1) >/dev/null 2>&1 || { \
+	echo "make: '$(1)' is missing (the tests need it); install it with: apt-get install -y $(2)" >&2; \
+	exit 1; }
+
+.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +30,23 @@ run: $(STAMP)
 	$(BIN)/knode start --id 1
 
 ## Set up and run the whole test suite.
-test: $(STAMP)
+test: test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Everything the tests drive that a fresh clone lacks: the venv (trafka and the Python
+## clients), kafkajs (npm); the system tools are checked, not installed.
+test-deps: $(STAMP) test-tools $(JS_STAMP)
+
+## The system tools the tests drive: Node.js and npm (kafkajs), kcat, Java 17 (Spark).
+test-tools:
+	$(call require,node,nodejs)
+	$(call require,npm,npm)
+	$(call require,kcat,kcat)
+	$(call require,java,openjdk-17-jre-headless)
+
+$(JS_STAMP): $(JS_DIR)/package.json | test-tools
+	cd $(JS_DIR) && npm install --no-audit --no-fund --silent
+	touch $(JS_STAMP)
 
 ## A quick subset for development: no real clusters, no Spark, nothing slow.
 fast: $(STAMP)

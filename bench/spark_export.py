@@ -8,7 +8,7 @@ Writes a log dir of `--records` records (uncompressed v2 batches of 1,000 record
 run:
 
 1. reference: one Python process decodes every batch of the same segments with
-   `trafka.log.records.decode_batch_columns` (the log layer's fastest decoder, numpy
+   `trafka.log.columnar.decode_batch_columns` (the log layer's fastest decoder, numpy
    vectorised since issue 7) and counts the records;
 2. for comparison, the same through the log layer's per-record reference loop
    (`decode_record_columns`, what `decode_batch_columns` was before);
@@ -40,12 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trafka.log.batch import LOG_OVERHEAD
+from trafka.log.columnar import decode_batch_columns
 from trafka.log.records import (
     NewRecord,
-    _records_section,
     build_batch,
-    decode_batch_columns,
     decode_record_columns,
+    records_section,
 )
 
 RECORDS_PER_BATCH = 1000
@@ -144,7 +144,7 @@ def reference_loop_read(paths: list[str]) -> int:
             data = handle.read()
         pos = 0
         while pos < len(data):
-            header, records = _records_section(data, pos, 64 << 20, True)
+            header, records = records_section(data, pos, 64 << 20, True)
             total += len(decode_record_columns(records, header))
             pos += header.batch_length + LOG_OVERHEAD
     return total

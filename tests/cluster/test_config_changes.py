@@ -22,8 +22,8 @@ from tests.support.waiting import wait_until
 from trafka.log.records import NewRecord, build_batch
 from trafka.net import codec
 from trafka.net.client import KafkaConnection
-from trafka.node.config import ConfigSource
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
+from trafka.node.config.broker import ConfigSource
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

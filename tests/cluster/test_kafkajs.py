@@ -1,6 +1,6 @@
 """kafkajs 2.2.4 (Node.js) against one real knode.
 
-Needs `node` and `tests/js/node_modules/kafkajs` (`.ci/run` runs `npm install` in tests/js).
+Needs `node` and `tests/js/node_modules/kafkajs` (`make test` runs `npm install` in tests/js).
 When either is missing the test FAILS with the reason: it is not skipped.
 """
 
@@ -28,7 +28,9 @@ def _node() -> str:
     if node is None:
         pytest.fail("kafkajs tests need Node.js: `node` is not on PATH")
     if not KAFKAJS.is_dir():
-        pytest.fail(f"kafkajs is not installed: run `npm install` in {KAFKAJS.parents[1]}")
+        pytest.fail(
+            f"kafkajs is not installed: run `make test-deps` (npm install in {KAFKAJS.parents[1]})"
+        )
     return node
 
 

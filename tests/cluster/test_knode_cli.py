@@ -109,6 +109,9 @@ def test_cluster_up_runs_voters_and_broker_only_nodes(tmp_path: Path) -> None:
             f"knode cluster: 2 nodes up (voters 1; broker-only 2), data and logs in {directory}\n"
         ), (directory / "node-2.log").read_text()
         assert second == f"bootstrap.servers=127.0.0.1:{port},127.0.0.1:{port + 1}\n"
+        # the secret and the properties holding it are readable by their owner only
+        for private in ["quorum.secret", "node-1.properties", "node-2.properties"]:
+            assert (directory / private).stat().st_mode & 0o077 == 0, private
         written = (directory / "node-2.properties").read_text().splitlines()
         assert "process.roles=broker" in written
         assert f"controller.quorum.voters=1@127.0.0.1:{quorum_port}" in written

@@ -25,7 +25,9 @@ def _node() -> str:
     if node is None:
         raise AssertionError("kafkajs members need Node.js: `node` is not on PATH")
     if not KAFKAJS.is_dir():
-        raise AssertionError(f"kafkajs is not installed: run `npm install` in {KAFKAJS.parents[1]}")
+        raise AssertionError(
+            f"kafkajs is not installed: run `make test-deps` (npm install in {KAFKAJS.parents[1]})"
+        )
     return node
 
 

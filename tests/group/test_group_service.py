@@ -168,6 +168,18 @@ class FakeBroker:
         return self.topic
 
 
+def service_of(broker: FakeBroker) -> GroupService:
+    """The service over the fake broker, which plays every port it needs."""
+    return GroupService(
+        node_id=broker.node_id,
+        topics=broker,  # type: ignore[arg-type]
+        metadata=broker,  # type: ignore[arg-type]
+        admin=broker,  # type: ignore[arg-type]
+        replicas=broker.replica_manager,  # type: ignore[arg-type]
+        config=lambda: broker.config,  # type: ignore[arg-type,return-value]
+    )
+
+
 def join_request(member_id: str = "", *, rebalance_timeout_ms: int = 30_000) -> JoinGroupRequest:
     return JoinGroupRequest(
         group_id="g",
@@ -214,7 +226,7 @@ def commit(member_id: str, generation: int, offset: int) -> OffsetCommitRequest:
 
 async def test_find_coordinator_creates_the_offsets_topic() -> None:
     broker = FakeBroker()
-    service = GroupService(broker)  # type: ignore[arg-type]
+    service = service_of(broker)
     error, info = await service.find_coordinator("g")
     assert error == ErrorCode.none and info is not None and info.node_id == 1
     assert broker.topic is not None and len(broker.topic.partitions) == NUM_PARTITIONS
@@ -222,7 +234,7 @@ async def test_find_coordinator_creates_the_offsets_topic() -> None:
 
 async def test_failover_answers_not_coordinator_then_reloads_from_the_log() -> None:
     broker = FakeBroker()
-    service = GroupService(broker)  # type: ignore[arg-type]
+    service = service_of(broker)
     await service.find_coordinator("g")
     member_id, generation = await form_group(service)
     errors = await service.offset_commit(commit(member_id, generation, 42))
@@ -246,7 +258,7 @@ async def test_failover_answers_not_coordinator_then_reloads_from_the_log() -> N
 
 async def test_failed_append_reports_and_rebuilds_from_the_log() -> None:
     broker = FakeBroker()
-    service = GroupService(broker)  # type: ignore[arg-type]
+    service = service_of(broker)
     await service.find_coordinator("g")
     member_id, generation = await form_group(service)
     assert [e.error for e in await service.offset_commit(commit(member_id, generation, 1))] == [
@@ -262,7 +274,7 @@ async def test_failed_append_reports_and_rebuilds_from_the_log() -> None:
 
 async def test_the_timer_completes_a_rebalance_at_its_timeout() -> None:
     broker = FakeBroker()
-    service = GroupService(broker)  # type: ignore[arg-type]
+    service = service_of(broker)
     await service.find_coordinator("g")
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)

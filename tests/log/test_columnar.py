@@ -19,6 +19,7 @@ from trafka.log.columnar import (
     MIN_VECTOR_RECORDS,
     BinaryColumn,
     RecordArrays,
+    decode_batch_columns,
     decode_record_arrays,
 )
 from trafka.log.control import ControlRecordType, EndTransactionMarker, build_end_transaction_batch
@@ -27,11 +28,10 @@ from trafka.log.records import (
     NewRecord,
     RecordColumns,
     RecordHeader,
-    _records_section,
     build_batch,
     decode_batch,
-    decode_batch_columns,
     decode_record_columns,
+    records_section,
 )
 
 PROPERTY_SETTINGS = settings(
@@ -88,7 +88,7 @@ def _fits_int64(columns: RecordColumns) -> bool:
 
 def _same_outcome(data: bytes, raw: bytes) -> None:
     """Both decoders of one records section: same lists, or the same error."""
-    header, _ = _records_section(raw, 0, LIMIT, False)
+    header, _ = records_section(raw, 0, LIMIT, False)
     try:
         expected: RecordColumns | None = decode_record_columns(data, header)
         expected_error = None
@@ -146,7 +146,7 @@ def test_same_columns_as_the_reference(
         else TimestampType.CREATE_TIME,
         delete_horizon_ms=delete_horizon,
     )
-    header, data = _records_section(raw, 0, LIMIT, True)
+    header, data = records_section(raw, 0, LIMIT, True)
     reference = decode_record_columns(data, header)
     assert _lists(decode_record_arrays(data, header)) == _lists(reference)
     # Valid records under 8 KiB take the vectorised path, not the fallback to the reference.
@@ -175,7 +175,7 @@ def test_malformed_sections_fail_as_the_reference(
 ) -> None:
     """Bytes changed, cut or added anywhere in the records: the same error (or result)."""
     raw = build_batch(records, now_ms=1_700_000_000_000)
-    _, data = _records_section(raw, 0, LIMIT, True)
+    _, data = records_section(raw, 0, LIMIT, True)
     mutated = bytearray(data)
     for where, byte in flips:
         mutated[where % len(mutated)] = byte
@@ -188,7 +188,7 @@ def test_malformed_sections_fail_as_the_reference(
 
 @PROPERTY_SETTINGS
 @given(st.binary(max_size=400), st.integers(min_value=0, max_value=60))
-def test_arbitrary_records_section(data: bytes, count: int) -> None:
+def test_arbitraryrecords_section(data: bytes, count: int) -> None:
     raw = bytearray(build_batch([NewRecord(b"x")], now_ms=1))
     struct.pack_into(">i", raw, HEADER_SIZE - 4, count)
     _same_outcome(data, bytes(raw))
@@ -238,11 +238,11 @@ def test_big_records_and_long_varints() -> None:
         *[NewRecord(b"v" * i, timestamp=(1 << 62) - i) for i in range(20)],
     ]
     raw = build_batch(records, now_ms=1)
-    header, data = _records_section(raw, 0, LIMIT, True)
+    header, data = records_section(raw, 0, LIMIT, True)
     assert _lists(decode_record_arrays(data, header)) == _lists(decode_record_columns(data, header))
     negative = [NewRecord(b"v", timestamp=1000 - i * 10**15) for i in range(20)]
     raw = build_batch(negative, now_ms=1)
-    header, data = _records_section(raw, 0, LIMIT, True)
+    header, data = records_section(raw, 0, LIMIT, True)
     arrays = decode_record_arrays(data, header)
     assert arrays.timestamps == [1000 - i * 10**15 for i in range(20)]
 

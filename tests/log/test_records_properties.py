@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trafka.log.batch import HEADER_SIZE, CompressionType, TimestampType, compute_crc
+from trafka.log.columnar import decode_batch_columns
 from trafka.log.compression import decompress
 from trafka.log.errors import CorruptRecordError
 from trafka.log.legacy import decode_legacy_entry
@@ -17,7 +18,6 @@ from trafka.log.records import (
     RecordHeader,
     build_batch,
     decode_batch,
-    decode_batch_columns,
     iter_batches,
 )
 

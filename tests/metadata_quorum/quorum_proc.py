@@ -9,6 +9,7 @@ stdin: one request per line, `{"id": n, "op": ..., ...}`; stdout: `{"id": n, "ok
 or `{"id": n, "ok": false, "error": "NO_NODE"}`, plus unsolicited `{"event": ...}` lines
 (watch events, session expiry). Ops: create, set, delete, get (barrier read), get_local,
 children_local (optionally "watch": true), exists_local, status, digest, session, sync,
+timed_sets (n sequential writes, their latencies in ms),
 keep_ephemeral (create an ephemeral node and re-create it after every session expiry),
 quit. A line `{"ready": true, ...}` is printed once the member is ready.
 """
@@ -94,6 +95,14 @@ class Member:
                 for first in range(tasks):
                     nursery.start_soon(writer, first)
             return {"acknowledged": acknowledged, "failed": failed}
+        if op == "timed_sets":
+            # n sequential writes of `path`, each timed in this process (milliseconds)
+            latencies: list[float] = []
+            for index in range(int(request["n"])):
+                started = trio.current_time()
+                await quorum.set_data(path, b"%d" % index)
+                latencies.append((trio.current_time() - started) * 1000)
+            return {"latencies_ms": latencies}
         if op == "sync":
             return {"zxid": await quorum.sync()}
         if op == "snapshot":

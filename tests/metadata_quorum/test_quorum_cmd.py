@@ -25,8 +25,8 @@ from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat
 from trafka.metadata_quorum.znodes import ClusterId
 from trafka.net import codec, protocol
+from trafka.net.kio_shape import build
 from trafka.net.server import KafkaServer, Listener, RequestContext
-from trafka.node.handlers.kio_shape import build
 from trafka.tools.quorum_cmd import (
     DESCRIBE_QUORUM_API_KEY,
     QuorumCommandError,

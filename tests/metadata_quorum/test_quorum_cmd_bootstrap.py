@@ -17,6 +17,7 @@ from trafka.metadata_quorum.bridge import MetadataQuorum, open_metadata_quorum
 from trafka.metadata_quorum.config import Voter
 from trafka.metadata_quorum.export import export_tree
 from trafka.metadata_quorum.local import LocalTransport
+from trafka.metadata_quorum.tree import ConnectionLossError
 from trafka.net import protocol
 from trafka.net.client import KafkaConnection
 from trafka.net.messages.describe_znodes import (
@@ -27,6 +28,7 @@ from trafka.net.messages.describe_znodes import (
 from trafka.net.server import KafkaServer, Listener, RequestContext
 from trafka.node.handlers import describe_znodes
 from trafka.node.handlers.describe_znodes import describe, walk_from
+from trafka.node.metadata_store import QuorumMetadataStore
 from trafka.tools.quorum_cmd import (
     QuorumCommandError,
     export_remote,
@@ -46,11 +48,18 @@ async def _fill(quorum: MetadataQuorum) -> None:
     await quorum.create("/controller", b'{"brokerid":1}', ephemeral=True)
 
 
+class _UnreadableTree:
+    """A node whose replica of the tree cannot be read (no metadata quorum)."""
+
+    def read_local(self, reader: object) -> object:
+        raise ConnectionLossError("/", "no metadata quorum")
+
+
 class _Node:
     """A listener that serves TrafkaDescribeZNodes with the node's handler (the rest: toy)."""
 
     def __init__(self, quorum: MetadataQuorum) -> None:
-        self.broker = types.SimpleNamespace(quorum=quorum)
+        self.services = types.SimpleNamespace(store=QuorumMetadataStore(quorum))
         self.toy = ToyBroker(supported=SUPPORTED)
 
     async def handle(self, ctx: RequestContext) -> Any:
@@ -142,7 +151,9 @@ async def test_describe_pages_resume_and_bounds(tmp_path: Path) -> None:
         assert [int(e.error_code) for e in whole.entries] == [0, -101, 0]
         assert whole.next_path_index == -1
         # A sync read and the request bounds through the handler.
-        node = types.SimpleNamespace(broker=types.SimpleNamespace(quorum=quorum))
+        node = types.SimpleNamespace(
+            services=types.SimpleNamespace(store=QuorumMetadataStore(quorum))
+        )
         synced = await describe_znodes.handle(
             node,  # type: ignore[arg-type]
             DescribeZNodesRequestV0(paths=("/",), sync=True, include_children=True),
@@ -156,7 +167,7 @@ async def test_describe_pages_resume_and_bounds(tmp_path: Path) -> None:
         assert too_many.error_code == ErrorCode.invalid_request
         empty = await describe_znodes.handle(node, DescribeZNodesRequestV0(paths=()))  # type: ignore[arg-type]
         assert empty.error_code == ErrorCode.invalid_request
-    no_quorum = types.SimpleNamespace(broker=types.SimpleNamespace(quorum=None))
+    no_quorum = types.SimpleNamespace(services=types.SimpleNamespace(store=_UnreadableTree()))
     answer = await describe_znodes.handle(no_quorum, DescribeZNodesRequestV0(paths=("/",)))  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.broker_not_available
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -376,3 +377,60 @@ def _produce_with_records(topic: str, size: int) -> Any:
             ),
         ),
     )
+
+
+class _EffectBroker(ToyBroker):
+    """Records each Produce's "side effect" after a random delay; topic "release" lets the
+    next request start at once and then waits for `gate` before answering."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.effects: list[int] = []
+        self.random = random.Random(seed)
+        self.gate = trio.Event()
+
+    async def handle(self, ctx: RequestContext) -> Any:
+        if ctx.api_key == 0:
+            topic = str(ctx.request.topic_data[0].name)
+            if topic == "release":
+                self.effects.append(ctx.correlation_id)
+                ctx.turn.release()
+                await self.gate.wait()
+                return await super().handle(ctx)
+            await trio.sleep(self.random.random() / 100)
+            self.effects.append(ctx.correlation_id)
+        return await super().handle(ctx)
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_side_effects_happen_in_arrival_order(
+    start_server: StartServer, connect: Connect, seed: int
+) -> None:
+    # Handlers that take random time would finish in random order; each one starts only
+    # when the one before it on the connection is done (MSG-05: per-partition order).
+    effects = _EffectBroker(seed)
+    _, toy = await start_server(handler=effects.handle)
+    client = await connect(toy.port)
+    await client.send(b"".join(request_frame(produce_v3("t"), c) for c in range(20)))
+    for _ in range(20):
+        assert await client.read_frame() is not None
+    assert effects.effects == list(range(20))
+
+
+async def test_a_released_turn_lets_the_next_request_start(
+    start_server: StartServer, connect: Connect
+) -> None:
+    effects = _EffectBroker(0)
+    _, toy = await start_server(handler=effects.handle)
+    client = await connect(toy.port)
+    await client.send(request_frame(produce_v3("release"), 1) + request_frame(produce_v3("t"), 2))
+    with trio.fail_after(5):
+        while effects.effects != [1, 2]:
+            await trio.sleep(0.01)
+    effects.gate.set()
+    seen = []
+    for _ in range(2):
+        frame = await client.read_frame()
+        assert frame is not None
+        seen.append(headers.parse_response_header(frame, 0)[0])
+    assert seen == [1, 2]

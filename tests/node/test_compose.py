@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trafka.node.config import BrokerConfig, load_properties_file
+from trafka.node.config.broker import BrokerConfig, load_properties_file
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 FILES = sorted(COMPOSE.rglob("*.properties"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trafka.node.config import (
+from trafka.node.config.broker import (
     BrokerConfig,
     ConfigError,
     ConfigSource,

@@ -4,12 +4,14 @@ broker wrote (its topic cache, LogConfig cache, open logs and dynamic broker con
 
 from __future__ import annotations
 
-import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-from trafka.log.config import LogConfig
+import pytest
+
+from tests.node.nodes import NodeUnderTest
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import (
     Create,
@@ -23,9 +25,8 @@ from trafka.metadata_quorum.tree import (
     WatchManager,
     ZNodeTree,
 )
-from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig, ConfigSource
-from trafka.node.config_changes import (
+from trafka.node.config.broker import BrokerConfig, ConfigSource
+from trafka.node.config.changes import (
     DEFAULT_BROKER_ENTITY,
     ConfigChangeListener,
     Entity,
@@ -39,11 +40,15 @@ from trafka.node.config_changes import (
 )
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import refresh_topic_from_tree
-from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore, MetadataStore
-from trafka.node.topics import TopicManager
+from trafka.node.metadata_store import MetadataStore, memory_store
 
 MINUTE_MS = 60_000
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
 
 
 def child(sequence: int) -> str:
@@ -215,19 +220,8 @@ async def test_listener_purges_expired_notifications_and_survives_a_failing_appl
 # ---- a broker applying a change written through another broker ------------------------------
 
 
-def make_broker(tmp_path: Path, store: MetadataStore, node_id: int) -> Broker:
-    broker = Broker(BrokerConfig.build(node_id))
-    broker.store = store
-    topics = TopicManager(
-        store,
-        node_id=node_id,
-        live_brokers=lambda: [1, 2],
-        validate_configs=broker.validate_topic_configs,
-        rng=random.Random(node_id),
-    )
-    topics.listeners.append(broker._forget_log_configs)
-    broker._topics = topics
-    return broker
+def make_broker(tmp_path: Path, store: MetadataStore, node_id: int) -> NodeUnderTest:
+    return NodeUnderTest(store, node_id, tmp_path / f"logs-{node_id}", live_brokers=lambda: [1, 2])
 
 
 async def notified_entities(store: MetadataStore) -> list[Entity]:
@@ -241,18 +235,12 @@ async def notified_entities(store: MetadataStore) -> list[Entity]:
     return entities
 
 
-async def test_topic_config_written_elsewhere_reaches_cache_and_open_logs(tmp_path: Path) -> None:
-    store = FileMetadataStore(tmp_path / "tree.json")
+async def test_topic_config_written_elsewhere_reaches_cache_and_open_logs(
+    tmp_path: Path, store: MetadataStore
+) -> None:
     writer, leader = make_broker(tmp_path, store, 1), make_broker(tmp_path, store, 2)
     await writer.topics.create("orders", {0: [2, 1]}, {})
     await leader.topics.load()
-    leader.log_manager = LocalLogs(
-        [tmp_path / "logs"],
-        LogConfig.from_properties(leader.config.topic_defaults()),
-        now_ms=0,
-        node_id=2,
-        cluster_id="c",
-    )
     partition_log = leader.log_manager.get_or_create(
         "orders", 0, config=leader.log_config_for("orders")
     )
@@ -284,8 +272,9 @@ async def test_topic_config_written_elsewhere_reaches_cache_and_open_logs(tmp_pa
     leader.log_manager.close()
 
 
-async def test_cluster_default_broker_config_reaches_every_broker(tmp_path: Path) -> None:
-    store = FileMetadataStore(tmp_path / "tree.json")
+async def test_cluster_default_broker_config_reaches_every_broker(
+    tmp_path: Path, store: MetadataStore
+) -> None:
     writer, other = make_broker(tmp_path, store, 1), make_broker(tmp_path, store, 2)
     await writer.topics.create("orders", {0: [2, 1]}, {})
     await other.topics.load()
@@ -325,14 +314,15 @@ def test_cluster_default_beats_static_config() -> None:
     )
 
 
-async def test_a_broker_that_has_not_heard_of_the_topic_yet_alters_it(tmp_path: Path) -> None:
+async def test_a_broker_that_has_not_heard_of_the_topic_yet_alters_it(
+    tmp_path: Path, store: MetadataStore
+) -> None:
     """AlterConfigs on a broker whose cache lags the controller (a broker that just started):
     the handler reads the topic from the tree first, as Kafka asks ZooKeeper."""
-    store = FileMetadataStore(tmp_path / "tree.json")
     creator, late = make_broker(tmp_path, store, 1), make_broker(tmp_path, store, 2)
     await creator.topics.create("orders", {0: [1]}, {})
     assert late.topics.get("orders") is None
-    ctx = cast(RequestContext, SimpleNamespace(broker=late))
+    ctx = cast(RequestContext, SimpleNamespace(services=late))
     await refresh_topic_from_tree(ctx, [(2, "orders"), (2, "no-such-topic")])
     code, _ = await late.alter_configs(
         2, "orders", lambda _: {"retention.ms": "1000"}, validate_only=False

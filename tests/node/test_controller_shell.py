@@ -45,13 +45,11 @@ from trafka.node.controller.events import (
 )
 from trafka.node.controller.machine import Controller, ControllerConfig
 from trafka.node.controller.payloads import BrokerInfo
+from trafka.node.controller.service import ControllerService
+from trafka.node.controller.tree_reads import read_snapshot
 from trafka.node.controller.watch_routes import EVERYTHING, NOTHING, Dirty, PendingChanges
-from trafka.node.controller_service import (
-    ControllerService,
-    TreeWatcher,
-    encode_request,
-    read_snapshot,
-)
+from trafka.node.controller.watcher import TreeWatcher
+from trafka.node.controller.wire import encode_request
 from trafka.node.replication.ids import (
     BrokerId,
     ControllerEpoch,
@@ -314,7 +312,7 @@ def test_admin_paths_brokers_and_isr_changes_are_routed() -> None:
 
 async def test_service_rereads_only_what_its_watch_events_name(nursery: trio.Nursery) -> None:
     replica = _replica(topic_count=100)
-    service = ControllerService(node_id=1, quorum=replica, config=ControllerConfig())
+    service = ControllerService(node_id=1, store=replica, config=ControllerConfig())
     service._nursery = nursery
     service.wake()  # no event (a caller that does not pass it): every watched path
     assert any(isinstance(e, TopicChange) for e in service._changes())
@@ -379,7 +377,7 @@ def test_named_topic_configs_are_reread_and_fed_when_changed() -> None:
 async def test_service_feeds_config_changes_the_node_reports(nursery: trio.Nursery) -> None:
     replica = _replica(topic_count=3)
     replica.apply(Create("/config"), Create(znodes.CONFIG_TOPICS))
-    service = ControllerService(node_id=1, quorum=replica, config=ControllerConfig())
+    service = ControllerService(node_id=1, store=replica, config=ControllerConfig())
     service._nursery = nursery
     service.wake()
     service._changes()

@@ -1,4 +1,5 @@
-"""One contract, two MetadataStores: the file-backed fake and the Raft quorum (one voter)."""
+"""One contract, two MetadataStores: the in-memory tree (`LocalTransport`) and the Raft quorum
+(one voter)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,22 @@ import pytest
 import trio
 
 from tests.support.ports import free_port
+from trafka.metadata_quorum.bridge import MultiFailedError
+from trafka.metadata_quorum.tree import Create, CreateResult, SetData
 from trafka.node.metadata_store import (
-    FileMetadataStore,
     MetadataStore,
     NodeExists,
     NoNode,
     QuorumMetadataStore,
+    memory_store,
 )
 
 
-@pytest.fixture(params=["file", "quorum"])
+@pytest.fixture(params=["memory", "quorum"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataStore]:
-    if request.param == "file":
-        yield FileMetadataStore(tmp_path / "tree.json")
+    if request.param == "memory":
+        async with memory_store() as in_memory:
+            yield in_memory
         return
     from trafka.metadata_quorum.bridge import MetadataQuorum
     from trafka.metadata_quorum.config import config_from_properties
@@ -93,3 +97,38 @@ async def test_update_is_read_modify_write(store: MetadataStore) -> None:
 async def test_ephemeral_nodes_are_readable(store: MetadataStore) -> None:
     await store.create("/brokers/ids/1", b"{}", ephemeral=True)
     assert await store.children("/brokers/ids") == ["1"]
+
+
+async def test_local_reads_arm_one_shot_watches(store: MetadataStore) -> None:
+    await store.create("/w/a", b"1")
+    data, stat = store.get_local("/w/a", watch=True)
+    assert data == b"1" and stat.version == 0
+    assert store.children_local("/w", watch=True) == ["a"]
+    assert store.exists_local("/w/b", watch=True) is None
+    with pytest.raises(NoNode):
+        store.get_local("/w/b")
+    with pytest.raises(NoNode):
+        store.children_local("/w/b")
+    await store.set_data("/w/a", b"2")
+    await store.create("/w/b", b"")
+    paths = set()
+    with trio.fail_after(10):
+        while len(paths) < 3:
+            event = await store.events().receive()
+            paths.add(getattr(event, "path", None))
+    assert paths == {"/w/a", "/w", "/w/b"}
+
+
+async def test_multi_delete_and_walk(store: MetadataStore) -> None:
+    await store.create_recursive("/m/x")
+    results = await store.multi([Create("/m/x/1", b"a"), SetData("/m/x", b"p")])
+    assert results[0] == CreateResult("/m/x/1")
+    with pytest.raises(MultiFailedError):
+        await store.multi([Create("/m/x/2", b""), Create("/m/x/1", b"")])
+    assert store.exists_local("/m/x/2") is None  # all or nothing
+    assert [p for p, _, _ in store.walk_local("/m")] == ["/m", "/m/x", "/m/x/1"]
+    assert store.read_local(lambda tree: tree.get("/m/x")[0]) == b"p"
+    await store.delete("/m/x/1")
+    with pytest.raises(NoNode):
+        await store.delete("/m/x/1")
+    assert store.status().is_leader

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trafka.net import codec, protocol
-from trafka.node.handlers.kio_shape import build, response_class
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.registry import load_all
 
 

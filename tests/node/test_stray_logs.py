@@ -1,24 +1,22 @@
 """Stray logs (KAFKA-14616): every rule of `find_stray_logs`, the tree reader, and the
-broker's synchronous half (`Broker.delete_stray_logs`) on real log dirs and a fake replica of
-the tree."""
+synchronous half of the cleanup (`StrayLogCleanup.delete_stray_logs`) on real log dirs and a
+fake replica of the tree."""
 
 from __future__ import annotations
 
 import logging
-import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from tests.node.nodes import NodeUnderTest
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import NoNodeError
-from trafka.node.broker import Broker
-from trafka.node.config import BrokerConfig
-from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.metadata_store import MetadataStore, memory_store
+from trafka.node.replication.replica_manager import PartitionStateUpdate
 from trafka.node.stray_logs import (
     LocalPartition,
     StrayDecision,
@@ -29,7 +27,7 @@ from trafka.node.stray_logs import (
     read_tree_view,
     tree_topic,
 )
-from trafka.node.topics import TopicManager, topic_id_from_text
+from trafka.node.topics import topic_id_from_text
 
 ME = 1
 ID_A = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -235,31 +233,24 @@ def test_read_tree_view_without_topics_and_with_a_vanished_node() -> None:
 # ---- the broker's synchronous half -----------------------------------------------------------
 
 
-def make_broker(tmp_path: Path, node_id: int = ME) -> Broker:
-    broker = Broker(BrokerConfig.build(node_id))
-    store = FileMetadataStore(tmp_path / "tree.json")
-    broker.store = store
-    broker._topics = TopicManager(
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
+
+
+def make_broker(tmp_path: Path, store: MetadataStore, node_id: int = ME) -> NodeUnderTest:
+    return NodeUnderTest(
         store,
-        node_id=node_id,
+        node_id,
+        tmp_path / "data",
         live_brokers=lambda: [node_id],
-        validate_configs=broker.validate_topic_configs,
-        rng=random.Random(1),
-    )
-    logs = LocalLogs(
-        [tmp_path / "data"], LogConfig(), now_ms=0, node_id=node_id, cluster_id="test-cluster"
-    )
-    broker.log_manager = logs
-    broker._replica_manager = ReplicaManager(
-        node_id=node_id,
-        topics=broker.topics,
-        log_manager=logs,
+        cluster_id="test-cluster",
         log_config_for=lambda _: LogConfig(),
     )
-    return broker
 
 
-def put_log(broker: Broker, name: str, partition: int, topic_id: str | None = ID_A) -> Path:
+def put_log(broker: NodeUnderTest, name: str, partition: int, topic_id: str | None = ID_A) -> Path:
     assert broker.log_manager is not None
     partition_log = broker.log_manager.get_or_create(
         name,
@@ -276,9 +267,9 @@ def _one_batch() -> bytes:
 
 
 async def test_broker_deletes_stray_logs_and_keeps_the_rest(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, store: MetadataStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broker = make_broker(tmp_path)
+    broker = make_broker(tmp_path, store)
     kept = put_log(broker, "orders", 0)
     moved = put_log(broker, "orders", 1)
     gone = put_log(broker, "gone", 0)
@@ -323,9 +314,9 @@ async def test_broker_deletes_stray_logs_and_keeps_the_rest(
 
 
 async def test_broker_deletes_nothing_when_the_tree_has_no_topics(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, store: MetadataStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broker = make_broker(tmp_path)
+    broker = make_broker(tmp_path, store)
     directory = put_log(broker, "orders", 0)
     with caplog.at_level(logging.WARNING, logger="trafka.node.broker"):
         decision = broker.delete_stray_logs(TreeReplica({znodes.BROKER_TOPICS: b""}))

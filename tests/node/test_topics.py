@@ -1,15 +1,16 @@
-"""TopicManager over the file-backed MetadataStore fake: Kafka's rules, errors, persistence."""
+"""TopicManager over the in-memory tree (`memory_store`): Kafka's rules, errors, persistence."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from tests.node.controller_loop import ControllerHarness, running_controller
 from trafka.metadata_quorum import znodes
-from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.topics import (
     TopicError,
     TopicManager,
@@ -20,18 +21,30 @@ from trafka.node.topics import (
 )
 
 
-def _manager(path: Path, brokers: list[int] | None = None) -> TopicManager:
-    def reject_unknown(configs: dict[str, str]) -> None:
+def _manager(controller: ControllerHarness, brokers: list[int] | None = None) -> TopicManager:
+    """Broker 1's topic cache, with the controller carrying out its writes."""
+
+    def reject_unknown(configs: Mapping[str, str]) -> None:
         if any(key not in ("retention.ms", "cleanup.policy") for key in configs):
             raise TopicError(ErrorCode.invalid_config, "Unknown topic config")
 
-    return TopicManager(
-        FileMetadataStore(path / "tree.json"),
-        node_id=1,
+    return controller.topics(
         live_brokers=lambda: brokers or [1],
-        validate_configs=reject_unknown,  # type: ignore[arg-type]
+        validate_configs=reject_unknown,
         rng=random.Random(7),
     )
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
+
+
+@pytest.fixture
+async def controller(store: MetadataStore) -> AsyncIterator[ControllerHarness]:
+    async with running_controller(store) as harness:
+        yield harness
 
 
 @pytest.mark.parametrize(
@@ -65,8 +78,10 @@ def test_topic_id_text_round_trip() -> None:
     assert topic_id_text(topic_id) == "piCJXZbdMl-EA_kH6z5exQ"
 
 
-async def test_create_persists_and_reloads(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_create_persists_and_reloads(
+    store: MetadataStore, controller: ControllerHarness
+) -> None:
+    manager = _manager(controller)
     plan = manager.check_create(
         "orders",
         3,
@@ -80,21 +95,23 @@ async def test_create_persists_and_reloads(tmp_path: Path) -> None:
     assert sorted(created.partitions) == [0, 1, 2]
     assert created.partitions[0].leader == 1 and created.partitions[0].isr == (1,)
 
-    reloaded = _manager(tmp_path)
+    reloaded = _manager(controller)
     await reloaded.load()
     state = reloaded.get("orders")
     assert state is not None
     assert state.topic_id == created.topic_id
     assert state.configs == {"retention.ms": "1000"}
     assert reloaded.by_id(created.topic_id) == state
-    raw = await FileMetadataStore(tmp_path / "tree.json").get(znodes.topic_path("orders"))
+    raw = await store.get(znodes.topic_path("orders"))
     assert raw is not None
     assignment = znodes.TopicAssignment.from_json(raw)
     assert assignment.partitions == {0: (1,), 1: (1,), 2: (1,)}
 
 
-async def test_create_checks_in_kafkas_order(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_create_checks_in_kafkas_order(
+    store: MetadataStore, controller: ControllerHarness
+) -> None:
+    manager = _manager(controller)
     plan = manager.check_create(
         "a.b", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )
@@ -143,8 +160,10 @@ async def test_create_checks_in_kafkas_order(tmp_path: Path) -> None:
     assert len(defaults) == 4
 
 
-async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
-    manager = _manager(tmp_path)
+async def test_add_partitions_delete_and_configs(
+    store: MetadataStore, controller: ControllerHarness
+) -> None:
+    manager = _manager(controller)
     plan = manager.check_create(
         "t", 2, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )
@@ -158,13 +177,13 @@ async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
         await manager.add_partitions("t", 6, [[1]])
     assert caught.value.error_code == ErrorCode.invalid_replica_assignment
     await manager.set_configs("t", {"cleanup.policy": "compact"})
-    reloaded = _manager(tmp_path)
+    reloaded = _manager(controller)
     await reloaded.load()
     state = reloaded.get("t")
     assert state is not None and len(state.partitions) == 4
     assert state.configs == {"cleanup.policy": "compact"}
     await reloaded.delete("t")
-    again = _manager(tmp_path)
+    again = _manager(controller)
     await again.load()
     assert again.get("t") is None
     with pytest.raises(TopicError) as caught:
@@ -172,8 +191,10 @@ async def test_add_partitions_delete_and_configs(tmp_path: Path) -> None:
     assert caught.value.error_code == ErrorCode.unknown_topic_or_partition
 
 
-async def test_concurrent_creation_loses_with_topic_already_exists(tmp_path: Path) -> None:
-    first, second = _manager(tmp_path), _manager(tmp_path)
+async def test_concurrent_creation_loses_with_topic_already_exists(
+    store: MetadataStore, controller: ControllerHarness
+) -> None:
+    first, second = _manager(controller), _manager(controller)
     plan = first.check_create(
         "race", 1, 1, {}, {}, default_partitions=1, default_replication_factor=1
     )
@@ -185,3 +206,33 @@ async def test_concurrent_creation_loses_with_topic_already_exists(tmp_path: Pat
     with pytest.raises(TopicError) as caught:
         await second.create("race", again, {})
     assert caught.value.error_code == ErrorCode.topic_already_exists
+
+
+def test_assignment_is_rack_aware_when_every_broker_has_a_rack() -> None:
+    racks: dict[int, str | None] = {1: "a", 2: "a", 3: "b"}
+    for seed in range(20):
+        plan = assign_replicas([1, 2, 3], 6, 2, rng=random.Random(seed), racks=racks)
+        assert all({racks[r] for r in replicas} == {"a", "b"} for replicas in plan.values())
+        assert sorted(replicas[0] for replicas in plan.values()) == [1, 1, 2, 2, 3, 3]
+    # Racks on only some brokers: Kafka's rack-unaware round robin (RackAwareMode.Safe), which
+    # puts some partition on brokers 1 and 2 together.
+    partial = assign_replicas(
+        [1, 2, 3], 6, 2, rng=random.Random(1), racks={1: "a", 2: "a", 3: None}
+    )
+    assert any(set(replicas) == {1, 2} for replicas in partial.values())
+
+
+async def test_create_places_replicas_by_the_live_brokers_racks(store: MetadataStore) -> None:
+    racks: dict[int, str | None] = {1: "a", 2: "a", 3: "b"}
+    manager = TopicManager(
+        store,
+        node_id=1,
+        live_brokers=lambda: [1, 2, 3],
+        racks=lambda: racks,
+        validate_configs=lambda _configs: None,
+        rng=random.Random(5),
+    )
+    plan = manager.check_create(
+        "r", 6, 2, {}, {}, default_partitions=1, default_replication_factor=1
+    )
+    assert all({racks[r] for r in replicas} == {"a", "b"} for replicas in plan.values())

@@ -94,28 +94,60 @@ class ReplicaManager:
 
 
 @dataclass
-class Broker:
-    replica_manager: ReplicaManager
-    node_id: int = 1
-    topics: Topics = field(default_factory=Topics)
+class Metadata:
     brokers: dict[int, Any] = field(default_factory=lambda: {1: object()})
-    ids: Any = field(default_factory=lambda: itertools.count(1000))
-    config: Config = field(
-        default_factory=lambda: Config(
-            {
-                "transaction.max.timeout.ms": 60_000,
-                "transactional.id.expiration.ms": 604_800_000,
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms": 50,
-                "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
-            }
-        )
-    )
 
-    async def allocate_producer_id(self) -> int:
-        return int(next(self.ids))
+    async def refresh_brokers(self) -> None:
+        return None
+
+    def live_broker_ids(self) -> list[int]:
+        return [1]
 
     def endpoint_for(self, broker_id: int) -> None:
         return None
+
+
+@dataclass
+class ProducerIds:
+    ids: Any = field(default_factory=lambda: itertools.count(1000))
+
+    async def allocate(self) -> int:
+        return int(next(self.ids))
+
+
+class Groups:
+    async def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> None:
+        return None
+
+
+CONFIG = Config(
+    {
+        "transaction.max.timeout.ms": 60_000,
+        "transactional.id.expiration.ms": 604_800_000,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 50,
+        "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
+    }
+)
+
+
+@dataclass
+class Broker:
+    """The ports the service is built from, as the composition root would pass them."""
+
+    replica_manager: ReplicaManager
+    topics: Topics = field(default_factory=Topics)
+
+    def service(self) -> TransactionService:
+        return TransactionService(
+            node_id=1,
+            topics=self.topics,  # type: ignore[arg-type]
+            metadata=Metadata(),  # type: ignore[arg-type]
+            admin=None,  # type: ignore[arg-type]
+            replicas=self.replica_manager,  # type: ignore[arg-type]
+            producer_ids=ProducerIds(),  # type: ignore[arg-type]
+            groups=Groups(),  # type: ignore[arg-type]
+            config=lambda: CONFIG,  # type: ignore[arg-type,return-value]
+        )
 
 
 def make_broker(tmp_path: Path) -> Broker:
@@ -146,7 +178,7 @@ async def wait_for(condition: Any) -> None:
 
 async def test_commit_writes_markers_and_completes(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    service = TransactionService(broker)  # type: ignore[arg-type]
+    service = broker.service()
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         result = await service.init_producer_id("tx", 10_000, -1, -1)
@@ -171,7 +203,7 @@ async def test_commit_writes_markers_and_completes(tmp_path: Path) -> None:
 @pytest.mark.slow  # the successor's timer loads within its 1 s leadership check
 async def test_new_coordinator_finishes_a_prepared_commit(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    service = TransactionService(broker)  # type: ignore[arg-type]
+    service = broker.service()
     # No nursery yet: marker tasks are queued, as if the node died right after PrepareCommit.
     result = await service.init_producer_id("tx", 10_000, -1, -1)
     pid, epoch = result.producer_id, result.producer_epoch
@@ -182,7 +214,7 @@ async def test_new_coordinator_finishes_a_prepared_commit(tmp_path: Path) -> Non
     assert data_log.last_stable_offset == 0  # no marker yet
     # Another node's service (a failover: leader epoch 1) loads __transaction_state.
     broker.topics.topics[TRANSACTION_STATE_TOPIC] = TopicState({0: PartitionState(1, 1)})
-    successor = TransactionService(broker)  # type: ignore[arg-type]
+    successor = broker.service()
     async with trio.open_nursery() as nursery:
         await nursery.start(successor.run)
         data_log.update_high_watermark(data_log.log_end_offset)
@@ -197,7 +229,7 @@ async def test_new_coordinator_finishes_a_prepared_commit(tmp_path: Path) -> Non
 @pytest.mark.slow
 async def test_timed_out_transaction_is_aborted_by_the_timer(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    service = TransactionService(broker)  # type: ignore[arg-type]
+    service = broker.service()
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         result = await service.init_producer_id("tx", 1, -1, -1)  # 1 ms timeout
@@ -212,7 +244,7 @@ async def test_timed_out_transaction_is_aborted_by_the_timer(tmp_path: Path) -> 
 
 async def test_failed_append_unloads_and_reloads_from_the_log(tmp_path: Path) -> None:
     broker = make_broker(tmp_path)
-    service = TransactionService(broker)  # type: ignore[arg-type]
+    service = broker.service()
     result = await service.init_producer_id("tx", 10_000, -1, -1)
     broker.replica_manager.fail_appends = True
     error = await service.add_partitions("tx", result.producer_id, result.producer_epoch, (DATA,))

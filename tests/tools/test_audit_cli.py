@@ -24,6 +24,12 @@ from typer.testing import CliRunner
 from tests.metadata_quorum.test_bridge import make_config
 from tests.net.toy import SUPPORTED, ToyBroker
 from tests.support.ports import free_port
+from trafka.client.metadata import (
+    DESCRIBE_QUORUM_API_KEY,
+    MetadataReadError,
+    fetch_export_document,
+    parse_bootstrap,
+)
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.bridge import MetadataQuorum, open_metadata_quorum
 from trafka.metadata_quorum.config import Voter
@@ -33,12 +39,7 @@ from trafka.net import protocol
 from trafka.net.messages.describe_znodes import DESCRIBE_ZNODES_API_KEY
 from trafka.net.server import KafkaServer, Listener, RequestContext
 from trafka.node.handlers import describe_quorum, describe_znodes
-from trafka.node.metadata_client import (
-    DESCRIBE_QUORUM_API_KEY,
-    MetadataReadError,
-    fetch_export_document,
-    parse_bootstrap,
-)
+from trafka.node.metadata_store import QuorumMetadataStore
 from trafka.spark import check as check_entry
 from trafka.spark import export as export_entry
 from trafka.spark.commands import EXIT_CANNOT_RUN, output_path
@@ -176,7 +177,7 @@ class _MetadataNode:
     "toy-cluster") from the toy broker."""
 
     def __init__(self, quorum: MetadataQuorum) -> None:
-        self.broker = types.SimpleNamespace(quorum=quorum)
+        self.services = types.SimpleNamespace(store=QuorumMetadataStore(quorum))
         self.toy = ToyBroker(supported=_SUPPORTED)
 
     async def handle(self, ctx: RequestContext) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trafka.node.config import BrokerConfig
+from trafka.node.config.broker import BrokerConfig
 from trafka.tools.knode import cluster_properties, default_voter_count
 
 

@@ -28,16 +28,25 @@ shape with `epoch startOffset` lines (SEEDS LOG-33, REP-25).
 Every writer goes through `write_atomically`: the content lands in `<name>.tmp`, is fsynced,
 renamed over the target and the directory is fsynced, so a crash leaves either the old file
 or the new one, never a torn one (Kafka's `CheckpointFile`).
+
+Reading is forgiving line by line: a bad entry line (a wrong field count, a number that is
+not a non-negative integer, an illegal topic name such as one holding a newline) is skipped
+with a warning and costs only that entry; the others are kept. Only a missing or unknown
+version line makes the whole file unreadable (CheckpointError; callers log and start empty).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from trafka.log.errors import LogError
+from trafka.log.names import topic_name_error
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 0
 
@@ -50,7 +59,9 @@ META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 
 MAX_CHECKPOINT_ENTRIES = 10_000_000
-"""A bound on what we are willing to read back: more lines than this is a corrupt file."""
+"""A bound on what we are willing to read back: lines past this many are ignored."""
+MAX_LINE_WARNINGS = 20
+"""Bad lines logged one by one; past this many, one summary line."""
 
 
 class CheckpointError(LogError):
@@ -90,30 +101,89 @@ def format_lines(version: int, lines: Iterable[str]) -> bytes:
     return ("\n".join([str(version), str(len(body)), *body]) + "\n").encode()
 
 
-def parse_lines(path: Path, *, fields: int) -> list[list[str]]:
-    """The entry lines of a version-0 checkpoint, each split into `fields` fields."""
+def parse_lines(
+    path: Path, *, fields: int, check: Callable[[list[str]], str | None] | None = None
+) -> list[list[str]]:
+    """The entry lines of a version-0 checkpoint, each split into `fields` fields.
+
+    A bad entry line (wrong field count, or refused by `check`, which returns a reason) is
+    skipped with a warning: it costs that line, not the file. A count line that disagrees
+    with the entries found is a warning too. Only a file that is not text, or whose version
+    line is missing or unknown, raises CheckpointError (its lines cannot be interpreted).
+    """
     try:
         text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise CheckpointError(f"{path}: not text: {error}") from None
-    lines = text.splitlines()
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: missing version or count line")
+    except UnicodeDecodeError:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if not text.startswith(f"{CHECKPOINT_VERSION}\n"):
+            raise CheckpointError(f"{path}: not text") from None
+        logger.warning("%s: bytes that are not UTF-8; the lines holding them are skipped", path)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    if len(lines) < 1 or not lines[0].strip():
+        raise CheckpointError(f"{path}: missing version line")
     if lines[0].strip() != str(CHECKPOINT_VERSION):
-        raise CheckpointError(f"{path}: unsupported version {lines[0]!r}")
-    try:
-        count = int(lines[1])
-    except ValueError:
-        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
-    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or len(lines) - 2 != count:
-        raise CheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
-    entries = []
-    for line in lines[2:]:
-        parts = line.split()
-        if len(parts) != fields:
-            raise CheckpointError(f"{path}: malformed line {line!r}")
+        raise CheckpointError(f"{path}: unsupported version {lines[0][:40]!r}")
+    count: int | None = None
+    if len(lines) >= 2:
+        try:
+            count = int(lines[1])
+        except ValueError:
+            count = None
+    if count is None or not 0 <= count <= MAX_CHECKPOINT_ENTRIES:
+        logger.warning(
+            "%s: bad entry count line %r; reading the entries anyway",
+            path,
+            (lines[1][:40] if len(lines) >= 2 else ""),
+        )
+    entries: list[list[str]] = []
+    skipped = 0
+    for number, line in enumerate(lines[2 : 2 + MAX_CHECKPOINT_ENTRIES], start=3):
+        parts = line.split()  # Kafka splits on whitespace (\\s+)
+        reason = (
+            f"expected {fields} space-separated fields"
+            if len(parts) != fields
+            else (check(parts) if check is not None else None)
+        )
+        if reason is not None:
+            skipped += 1
+            if skipped <= MAX_LINE_WARNINGS:
+                logger.warning("%s: line %d %r skipped: %s", path, number, line[:80], reason)
+            continue
         entries.append(parts)
+    if skipped > MAX_LINE_WARNINGS:
+        logger.warning("%s: %d bad lines skipped in all", path, skipped)
+    if count is not None and count != len(entries) + skipped:
+        logger.warning(
+            "%s: the count line says %d entries, %d lines found",
+            path,
+            count,
+            len(entries) + skipped,
+        )
     return entries
+
+
+def _non_negative_int(text: str) -> int | None:
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
+def _offset_line_error(parts: list[str]) -> str | None:
+    topic, partition, offset = parts
+    name_error = topic_name_error(topic)
+    if name_error is not None:
+        return name_error
+    if _non_negative_int(partition) is None or _non_negative_int(offset) is None:
+        return "partition and offset must be non-negative integers"
+    return None
+
+
+def _epoch_line_error(parts: list[str]) -> str | None:
+    if any(_non_negative_int(part) is None for part in parts):
+        return "epoch and start offset must be non-negative integers"
+    return None
 
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
@@ -125,15 +195,13 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -
 
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Read a `topic partition offset` checkpoint; a missing file is empty."""
+    """Read a `topic partition offset` checkpoint; a missing file is empty, a bad line is
+    skipped (with a warning)."""
     if not path.exists():
         return {}
     result: dict[TopicPartition, int] = {}
-    for topic, partition, offset in parse_lines(path, fields=3):
-        try:
-            result[(topic, int(partition))] = int(offset)
-        except ValueError:
-            raise CheckpointError(f"{path}: bad numbers in {topic} {partition} {offset}") from None
+    for topic, partition, offset in parse_lines(path, fields=3, check=_offset_line_error):
+        result[(topic, int(partition))] = int(offset)
     return result
 
 
@@ -144,16 +212,13 @@ def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> No
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
-    """Read `leader-epoch-checkpoint`; a missing file is empty."""
+    """Read `leader-epoch-checkpoint`; a missing file is empty, a bad line is skipped."""
     if not path.exists():
         return []
-    result = []
-    for epoch, start_offset in parse_lines(path, fields=2):
-        try:
-            result.append((int(epoch), int(start_offset)))
-        except ValueError:
-            raise CheckpointError(f"{path}: bad numbers in {epoch} {start_offset}") from None
-    return result
+    return [
+        (int(epoch), int(start_offset))
+        for epoch, start_offset in parse_lines(path, fields=2, check=_epoch_line_error)
+    ]
 
 
 def write_meta_properties(path: Path, properties: Mapping[str, str], *, now_ms: int) -> None:

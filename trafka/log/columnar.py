@@ -1,7 +1,7 @@
 """Vectorised (numpy) decoding of a v2 batch's records into Arrow-ready columns.
 
 This is the log layer's record decoder for bulk reads (the Spark audit export), not a
-second parser: `trafka.log.records.decode_batch_columns` routes every batch of at least
+second parser: `decode_batch_columns` (below) routes every batch of at least
 `MIN_VECTOR_RECORDS` records here, and any batch this decoder does not fully understand
 goes back to the reference, `trafka.log.records.decode_record_columns` (the pure-Python
 per-record loop), which then raises exactly the `CorruptRecordError` it always raised.
@@ -37,9 +37,10 @@ with exactly the semantics of the numpy steps it replaces (tests/log/test_column
 every test both ways), and halves the decoding time (docs/performance.md). Without numba
 the numpy steps and the Python loop run.
 
-numpy (and numba) are imported here and nowhere else in `trafka.log`; the broker never
-imports this module (only `decode_batch_columns` does, lazily), so the broker needs
-neither.
+numpy (and numba) are imported here and nowhere else in `trafka.log`; this module imports
+the v2 codec (`trafka.log.records`) and the record model, never the other way round, and
+the broker never imports it (only the Spark export and the benchmarks do), so the broker
+needs neither.
 
 Not implemented: decoding several batches in one vectorised pass (each batch is one pass,
 so batches of very few records pay numpy's per-call overhead; those take the reference
@@ -49,16 +50,15 @@ loop below `MIN_VECTOR_RECORDS`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from trafka.log.batch import NO_SEQUENCE, TIMESTAMP_TYPE_MASK, BatchHeader
 from trafka.log.errors import CorruptRecordError
-
-if TYPE_CHECKING:
-    from trafka.log.records import RecordColumns, RecordHeader
+from trafka.log.record_model import Buffer, RecordColumns, RecordHeader
+from trafka.log.records import DEFAULT_MAX, decode_record_columns, records_section
 
 MIN_VECTOR_RECORDS = 8
 """Batches with fewer records are decoded by the reference loop (numpy's per-call
@@ -189,8 +189,6 @@ class RecordArrays:
 
     @property
     def headers(self) -> list[tuple[RecordHeader, ...]]:
-        from trafka.log.records import RecordHeader
-
         keys = self.header_keys.to_list()
         values = self.header_values.to_list()
         flat = [
@@ -258,9 +256,28 @@ def decode_record_arrays(data: bytes, header: BatchHeader) -> RecordArrays:
     try:
         return _decode_vectorised(data, header)
     except _Fallback:
-        from trafka.log.records import decode_record_columns
-
         return RecordArrays.from_columns(decode_record_columns(data, header))
+
+
+def decode_batch_columns(
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX,
+    check_crc: bool = True,
+) -> tuple[BatchHeader, RecordArrays]:
+    """`trafka.log.records.decode_batch`, but the records as numpy columns: the fast path
+    for bulk export.
+
+    Same checks and errors as `decode_batch`, plus one: an offset or timestamp beyond
+    int64 is corrupt. Batches of at least `MIN_VECTOR_RECORDS` records are decoded by the
+    vectorised decoder (`decode_record_arrays`), smaller ones by the reference loop
+    (`trafka.log.records.decode_record_columns`) and converted; both give the same columns.
+    """
+    header, data = records_section(buf, pos, max_decompressed_bytes, check_crc)
+    if header.records_count >= MIN_VECTOR_RECORDS:
+        return header, decode_record_arrays(data, header)
+    return header, RecordArrays.from_columns(decode_record_columns(data, header))
 
 
 def _record_starts(data: bytes, count: int) -> Int64Array:

@@ -65,7 +65,7 @@ from trafka.log.compression import (
     relax_lz4_header_checksum,
 )
 from trafka.log.errors import CorruptRecordError
-from trafka.log.records import Record, RecordBatch
+from trafka.log.record_model import Record, RecordBatch
 
 V0_HEADER_SIZE = 14
 """crc + magic + attributes + keyLength + valueLength (MSG-03)."""

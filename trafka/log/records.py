@@ -31,6 +31,13 @@ Decoding raises only `CorruptRecordError` (or a subclass), whatever the input.
 `iter_batches` reads any magic: v0/v1 message sets go through `trafka.log.legacy`, which
 presents each shallow log entry as a `RecordBatch` with an equivalent header.
 
+The record model (`Record`, `RecordHeader`, `NewRecord`, `RecordBatch`, `RecordColumns`)
+lives in `trafka.log.record_model`, a leaf that this module, `trafka.log.legacy` and
+`trafka.log.columnar` import; it is re-exported here, so callers import the codec and the
+values it takes and gives from one place. The numpy decoder of bulk reads,
+`decode_batch_columns`, is in `trafka.log.columnar`, which imports this module (never the
+other way round: the broker never loads numpy).
+
 Not implemented: writing v0/v1 message sets (we only read them).
 """
 
@@ -38,8 +45,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from trafka.log.batch import (
     COMPRESSION_MASK,
@@ -68,10 +73,33 @@ from trafka.log.compression import (
     decompress,
 )
 from trafka.log.errors import CorruptRecordError
+from trafka.log.legacy import decode_legacy_entry
+from trafka.log.record_model import (
+    Buffer,
+    NewRecord,
+    Record,
+    RecordBatch,
+    RecordColumns,
+    RecordHeader,
+)
 from trafka.log.varint import read_varint, read_varlong, write_varint
 
-if TYPE_CHECKING:
-    from trafka.log.columnar import RecordArrays
+__all__ = [
+    "DEFAULT_MAX",
+    "Buffer",
+    "NewRecord",
+    "Record",
+    "RecordBatch",
+    "RecordColumns",
+    "RecordHeader",
+    "build_batch",
+    "decode_batch",
+    "decode_record_columns",
+    "decode_records",
+    "is_compressed",
+    "iter_batches",
+    "records_section",
+]
 
 DEFAULT_MAX = DEFAULT_MAX_DECOMPRESSED_BYTES
 """Default bound on a batch's decompressed records (64 MiB)."""
@@ -83,105 +111,6 @@ SEQUENCE_MODULUS = 1 << 31
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
-
-Buffer = bytes | bytearray | memoryview
-
-
-@dataclass(frozen=True, slots=True)
-class RecordHeader:
-    """One record header: a UTF-8 key and nullable bytes (KIP-82)."""
-
-    key: str
-    value: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One decoded record, from a batch of any magic, with its absolute offset.
-
-    `timestamp` is the record's timestamp as Kafka's consumer reports it (LogAppendTime
-    batches report the batch's maxTimestamp); -1 when there is none (magic 0).
-    `sequence` is the producer sequence (v2 only), -1 without one.
-    """
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[RecordHeader, ...] = ()
-    sequence: int = NO_SEQUENCE
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecord:
-    """Input to `build_batch`.
-
-    `timestamp` None means "now" (`build_batch`'s `now_ms`, or -1 without one).
-    `offset_delta` None means the record's index in the batch; compaction passes the
-    original deltas so offsets survive a rewrite (they must strictly increase).
-    """
-
-    value: bytes | None
-    key: bytes | None = None
-    headers: tuple[RecordHeader, ...] = ()
-    timestamp: int | None = None
-    offset_delta: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RecordBatch:
-    """A decoded batch: its header and its records.
-
-    For legacy (magic 0/1) log entries `header` is an equivalent view built by
-    `trafka.log.legacy` (see there); `header.size` is always the bytes the entry occupies.
-    """
-
-    header: BatchHeader
-    records: tuple[Record, ...]
-
-    @property
-    def magic(self) -> int:
-        return self.header.magic
-
-    @property
-    def base_offset(self) -> int:
-        return self.header.base_offset
-
-    @property
-    def last_offset(self) -> int:
-        return self.header.last_offset
-
-    @property
-    def next_offset(self) -> int:
-        return self.header.next_offset
-
-    @property
-    def size(self) -> int:
-        return self.header.size
-
-    @property
-    def compression(self) -> CompressionType:
-        return self.header.compression
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        return self.header.timestamp_type
-
-    @property
-    def is_control(self) -> bool:
-        return self.header.is_control
-
-    @property
-    def is_transactional(self) -> bool:
-        return self.header.is_transactional
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """The delete horizon of a cleaned batch (KIP-534), None when not set."""
-        if self.header.has_delete_horizon:
-            return self.header.base_timestamp
-        return None
-
 
 # ------------------------------------------------------------------ building
 
@@ -313,36 +242,18 @@ def decode_batch(
     Raises only `CorruptRecordError` (framing, magic, CRC, codec, record layout, or records
     inflating past `max_decompressed_bytes`).
     """
-    header, data = _records_section(buf, pos, max_decompressed_bytes, check_crc)
+    header, data = records_section(buf, pos, max_decompressed_bytes, check_crc)
     return RecordBatch(header, decode_records(data, header))
 
 
-def decode_batch_columns(
-    buf: Buffer,
-    pos: int = 0,
-    *,
-    max_decompressed_bytes: int = DEFAULT_MAX,
-    check_crc: bool = True,
-) -> tuple[BatchHeader, RecordArrays]:
-    """`decode_batch`, but the records as numpy columns: the fast path for bulk export.
-
-    Same checks and errors as `decode_batch`, plus one: an offset or timestamp beyond
-    int64 is corrupt. Batches of at least `trafka.log.columnar.MIN_VECTOR_RECORDS`
-    records are decoded by the vectorised decoder (`trafka.log.columnar`), smaller ones
-    by the reference loop (`decode_record_columns`) and converted; both give the same
-    columns. Imports numpy (lazily: the broker never calls this).
-    """
-    from trafka.log.columnar import MIN_VECTOR_RECORDS, RecordArrays, decode_record_arrays
-
-    header, data = _records_section(buf, pos, max_decompressed_bytes, check_crc)
-    if header.records_count >= MIN_VECTOR_RECORDS:
-        return header, decode_record_arrays(data, header)
-    return header, RecordArrays.from_columns(decode_record_columns(data, header))
-
-
-def _records_section(
+def records_section(
     buf: Buffer, pos: int, max_decompressed_bytes: int, check_crc: bool
 ) -> tuple[BatchHeader, bytes]:
+    """The header of the v2 batch at `pos` and its records section, decompressed.
+
+    Checks the framing and (unless told not to) the CRC; the records are not decoded.
+    Shared with `trafka.log.columnar.decode_batch_columns`.
+    """
     if pos < 0:
         raise CorruptRecordError(f"negative batch position {pos}")
     header = parse_header(buf, pos)
@@ -356,25 +267,6 @@ def _records_section(
     if codec is not CompressionType.NONE:
         data = decompress(codec, data, max_output_bytes=max_decompressed_bytes)
     return header, data
-
-
-@dataclass(frozen=True, slots=True)
-class RecordColumns:
-    """The records of one batch, column by column (row i of each list is record i).
-
-    Offsets and timestamps are absolute and final (LogAppendTime applied), sequences are
-    -1 without a producer sequence, exactly as in `Record`.
-    """
-
-    offsets: list[int]
-    timestamps: list[int]
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    headers: list[tuple[RecordHeader, ...]]
-    sequences: list[int]
-
-    def __len__(self) -> int:
-        return len(self.offsets)
 
 
 _new_record = object.__new__
@@ -570,8 +462,6 @@ def iter_batches(
     expanded into their inner records with absolute offsets). Raises `CorruptRecordError`
     at the first bad or partial entry.
     """
-    from trafka.log.legacy import decode_legacy_entry  # legacy imports this module
-
     pos = 0
     end = len(buf)
     while pos < end:

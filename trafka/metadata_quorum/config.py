@@ -5,7 +5,9 @@
   the Raft voters and their quorum ports. A node not listed is a non-voting learner (KRaft's
   "observer") that still holds a full local replica for reads and watches.
 * `controller.quorum.secret`: the cluster secret that encrypts and authenticates the quorum
-  port. `controller.quorum.secret.file`: a file holding it. For a one-voter cluster without
+  port. `controller.quorum.secret.file`: a file holding it; it must be mode 0600 (or
+  stricter), non-empty and at least 16 characters, or the node refuses to start with one
+  line; a voter creates it (0600, random) when it is missing. For a one-voter cluster without
   either, its voter generates `<data dir>/quorum.secret` (mode 0600); several voters, or a
   learner, without a secret is a configuration error.
 * `controller.quorum.election.timeout.ms` (1000): randomized in [t, 2t] (Kafka's rule).
@@ -19,8 +21,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,8 @@ from trafka.metadata_quorum.sessions import (
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
     BROKER_SESSION_TIMEOUT_MS_DEFAULT,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class QuorumConfigError(ValueError):
@@ -110,6 +116,78 @@ class QuorumConfig:
         return next((v for v in self.voters if v.address == address), None)
 
 
+MIN_SECRET_FILE_CHARS = 16
+"""A secret file shorter than this is refused (the generated ones hold 43 characters)."""
+GENERATED_SECRET_FILE = "quorum.secret"
+
+
+def _secret_file_error(path: Path, problem: str) -> QuorumConfigError:
+    return QuorumConfigError(f"quorum secret file {path}: {problem}")
+
+
+def read_secret_file(path: Path) -> str:
+    """A secret file's content, refused with one line when it is not a regular file, is
+    readable or writable by group or others, is empty, or is shorter than
+    MIN_SECRET_FILE_CHARS characters (an empty file would make a key derived from "")."""
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise _secret_file_error(path, error.strerror or str(error)) from None
+    if not stat.S_ISREG(status.st_mode):
+        raise _secret_file_error(path, "not a regular file")
+    mode = stat.S_IMODE(status.st_mode)
+    if mode & 0o077:
+        raise _secret_file_error(
+            path, f"readable or writable by group or others (mode {mode:04o}); chmod 600 it"
+        )
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise _secret_file_error(path, f"cannot read it ({error})") from None
+    if not text:
+        raise _secret_file_error(path, "empty")
+    if len(text) < MIN_SECRET_FILE_CHARS:
+        raise _secret_file_error(
+            path, f"{len(text)} characters, fewer than {MIN_SECRET_FILE_CHARS}"
+        )
+    return text
+
+
+def create_secret_file(path: Path) -> tuple[str, bool]:
+    """Create `path` (mode 0600) holding a new random secret, unless it exists; atomic, so
+    nodes sharing the path on one machine race safely. Returns (secret, created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(value + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)  # fails if another process created it first
+        except FileExistsError:
+            return read_secret_file(path), False
+        _fsync_dir(path.parent)
+        return value, True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def load_secret(
     data_dir: Path,
     voters: tuple[Voter, ...],
@@ -118,39 +196,52 @@ def load_secret(
     *,
     node_id: int | None = None,
 ) -> str:
-    """The cluster secret: given, read from a file, or generated for a one-voter cluster by
-    its voter. A learner (`node_id` not among the voters) never generates one: it must hold
-    the voters' secret, or it would wait forever on frames it cannot decrypt."""
+    """The cluster secret: given, read from a file, or generated.
+
+    `controller.quorum.secret.file` naming a missing file: a voter creates it (0600, a new
+    random secret) and logs where; nodes sharing the path on one machine (the compose
+    example) all use the first one written. Across machines, copy the file to every node
+    before starting them. A learner never generates: it must hold the voters' secret, or it
+    would wait forever on frames it cannot decrypt, and neither does a tool (`node_id`
+    None, e.g. `ktool quorum --secret-file`). Without either setting, the voter of a
+    one-voter cluster generates `<data dir>/quorum.secret`.
+    """
+    is_learner = node_id is not None and all(v.node_id != node_id for v in voters)
     if secret:
+        if len(secret) < MIN_SECRET_FILE_CHARS:
+            logger.warning(
+                "controller.quorum.secret is %d characters, fewer than %d: use a longer one "
+                "(or controller.quorum.secret.file)",
+                len(secret),
+                MIN_SECRET_FILE_CHARS,
+            )
         return secret
     if secret_file:
-        try:
-            text = Path(secret_file).read_text().strip()
-        except OSError as error:
-            raise QuorumConfigError(f"cannot read controller.quorum.secret.file: {error}") from None
-        if not text:
-            raise QuorumConfigError("controller.quorum.secret.file is empty")
-        return text
-    generated = data_dir / "quorum.secret"
+        path = Path(secret_file)
+        if not path.exists() and node_id is not None and not is_learner:
+            value, created = create_secret_file(path)
+            if created:
+                logger.warning(
+                    "generated a new quorum secret in %s (mode 0600): every node of this "
+                    "cluster must use this file (copy it to the other machines)",
+                    path,
+                )
+            return value
+        return read_secret_file(path)
+    generated = data_dir / GENERATED_SECRET_FILE
     if generated.exists():
-        return generated.read_text().strip()
+        return read_secret_file(generated)
     if len(voters) != 1:
         raise QuorumConfigError(
             "a quorum with several voters needs controller.quorum.secret or "
             "controller.quorum.secret.file (the quorum port unpickles what it receives)"
         )
-    if node_id is not None and voters[0].node_id != node_id:
+    if is_learner:
         raise QuorumConfigError(
             f"node {node_id} is a learner of the quorum of voter {voters[0].node_id}: it needs "
             "that voter's secret in controller.quorum.secret or controller.quorum.secret.file"
         )
-    data_dir.mkdir(parents=True, exist_ok=True)
-    value = secrets.token_urlsafe(32)
-    fd = os.open(generated, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(value + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    value, _created = create_secret_file(generated)
     return value
 
 

@@ -10,6 +10,9 @@ Settings, and why (PLATFORM.md §1.7, "Recommendations"):
 
 * `password=` always (Fernet over every frame): pysyncobj unpickles what arrives on its port,
   so without it the port is remote code execution and its admin commands are open.
+* `transportClass=` guarded_port.GuardedTCPTransport: frame lengths checked before
+  buffering, linear accumulation, a deadline for authentication, a cap on pending
+  connections (pysyncobj's own reader stalls its tick thread on one 100 MB junk frame).
 * `bindAddress` = the voter's own host: never 0.0.0.0.
 * `appendEntriesUseBatch=False`: sub-millisecond commits instead of ~100 ms.
 * election timeout randomized in [t, 2t] with t = `controller.quorum.election.timeout.ms`,
@@ -27,6 +30,13 @@ journal, its `.meta`, the snapshot and the data directory every
 interval of acknowledged commits can be lost**, and because a follower acknowledges an
 AppendEntries before its fsync, a correlated power loss of a majority can lose a committed
 entry. Fsyncing before every acknowledgement would need a patched pysyncobj; we do not.
+Term and vote, however, are fsynced before a vote is sent or granted (`_DurableMetaStorer`,
+installed before the tick thread starts), so a power loss cannot make a node vote twice in
+a term.
+
+Before pysyncobj opens the data dir, `datafiles.check_data_dir` checks the journal, its
+meta and the snapshot: a damaged one raises `QuorumDataError` (an OSError) with one line
+naming the file and the recovery in docs/metadata-quorum.md.
 
 A voter whose port is taken keeps retrying the bind every second (pysyncobj's
 `maxBindRetries=0`; each failed attempt leaks one socket until GC) and stays passive
@@ -38,6 +48,7 @@ quorum port (Fernet with a PBKDF2 key from the secret, pysyncobj's own scheme).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import os
@@ -52,9 +63,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
-from pysyncobj.journal import FileJournal
+from pysyncobj.journal import FileJournal, MetaStorer
 
 from trafka.metadata_quorum.config import QuorumConfig
+from trafka.metadata_quorum.datafiles import DumpHead, check_data_dir
+from trafka.metadata_quorum.guarded_port import GuardedTCPTransport, PortLimits
 from trafka.metadata_quorum.port import ApplyListener, ProposalCallback, ProposalFailure
 from trafka.metadata_quorum.status import ReplicaState
 from trafka.metadata_quorum.tree import Entry, ErrorCode, ErrorResult, Result, ZNodeTree
@@ -108,8 +121,12 @@ class RaftTransport:
         self._journal_path = str(config.data_dir / JOURNAL_FILE)
         self._dump_path = str(config.data_dir / DUMP_FILE)
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        # A damaged journal, meta or snapshot: one line naming the file (QuorumDataError).
+        head = check_data_dir(
+            Path(self._journal_path), Path(self._journal_path + ".meta"), Path(self._dump_path)
+        )
         _write_voters_file(config)
-        align_journal_with_snapshot(Path(self._journal_path), Path(self._dump_path))
+        align_journal_with_snapshot(Path(self._journal_path), Path(self._dump_path), head)
         self._fsync_interval_s = config.fsync_interval_ms / 1000
         self._next_fsync = 0.0
         self._caught_up_monotonic: dict[str, float] = {}
@@ -134,12 +151,20 @@ class RaftTransport:
             dynamicMembershipChange=False,
         )
         others = [v.address for v in config.voters if v is not me]
+        self.port_limits = PortLimits(auth_deadline_s=conf.connectionTimeout)
+        transport_class = functools.partial(
+            GuardedTCPTransport, limits=self.port_limits, before_start=_make_meta_durable
+        )
         with warnings.catch_warnings():
             # pysyncobj's MetaStorer.getMeta reads `.meta` with an unclosed open(): on a
             # restart that raises a ResourceWarning right here (refcount-freed file).
             warnings.simplefilter("ignore", ResourceWarning)
             self._syncobj = SyncObj(
-                me.address if me else None, others, conf, consumers=[self._consumer]
+                me.address if me else None,
+                others,
+                conf,
+                consumers=[self._consumer],
+                transportClass=transport_class,
             )
         self._syncobj.addOnTickCallback(self._on_tick)
 
@@ -281,6 +306,52 @@ class RaftTransport:
         self.sync_to_disk()
 
 
+class _DurableMetaStorer(MetaStorer):  # type: ignore[misc]
+    """pysyncobj's `.meta` writer (tmp file + rename) with the fsyncs it lacks.
+
+    `FileJournal.setCurrentTerm` stores term and vote synchronously before a vote request or
+    grant is sent, but without fsync: after a power loss the node could forget its vote and
+    grant a second one in the same term (two leaders). When term or vote differ from the
+    last stored ones, this storer fsyncs the tmp file and the directory before returning, so
+    the vote is on disk before it is answered. pysyncobj's once-a-second commit-index store
+    (same term and vote) is written as before, without fsync on the tick thread: the commit
+    index is recomputed after a restart, and `sync_to_disk` fsyncs the file every interval.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._durable: tuple[object, object] | None = None
+
+    def storeMeta(self, meta: dict[str, Any]) -> None:
+        path = self.getPath()
+        tmp = path + ".tmp"
+        vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
+        durable = vote != self._durable
+        data = pickle.dumps(meta)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if durable:
+            _fsync_path(os.path.dirname(path) or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            self._durable = vote
+
+
+def _make_meta_durable(syncobj: Any) -> None:
+    """Called inside `SyncObj.__init__` (after the journal opened, before the tick thread
+    starts, so before any vote): swap the journal's meta storer for the durable one."""
+    journal = syncobj._SyncObj__raftLog
+    if isinstance(journal, FileJournal):
+        plain = journal._FileJournal__metaStorer
+        journal._FileJournal__metaStorer = _DurableMetaStorer(plain.getPath())
+
+
 def _fsync_path(path: str, flags: int) -> None:
     try:
         fd = os.open(path, flags)
@@ -300,7 +371,9 @@ def _fsync_path(path: str, flags: int) -> None:
 VOTERS_FILE = "quorum.voters"
 
 
-def align_journal_with_snapshot(journal_path: Path, dump_path: Path) -> bool:
+def align_journal_with_snapshot(
+    journal_path: Path, dump_path: Path, head: DumpHead | None = None
+) -> bool:
     """Make the journal start at the snapshot's last two entries, keeping what follows.
 
     pysyncobj writes `quorum.dump` and only on a later tick drops the journal entries it
@@ -312,13 +385,16 @@ def align_journal_with_snapshot(journal_path: Path, dump_path: Path) -> bool:
     """
     if not journal_path.exists() or not dump_path.exists():
         return False
-    try:
-        with gzip.open(dump_path, "rb") as handle:
-            data = pickle.load(handle)
-        last, previous = data[1], data[2]
-    except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError) as error:
-        logger.warning("cannot read %s (%s); pysyncobj will decide", dump_path, error)
-        return False
+    if head is not None:
+        last, previous = head.last, head.previous
+    else:
+        try:
+            with gzip.open(dump_path, "rb") as handle:
+                data = pickle.load(handle)
+            last, previous = data[1], data[2]
+        except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError) as error:
+            logger.warning("cannot read %s (%s); pysyncobj will decide", dump_path, error)
+            return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)  # pysyncobj's unclosed .meta read
         journal = FileJournal(str(journal_path))
@@ -383,6 +459,10 @@ def load_data_dir(data_dir: Path) -> DataDirState:
     Journal layout (pysyncobj 0.3.17 FileJournal): a 40-byte header whose last 4 bytes are
     the end offset (u32 LE), then records `size u32 | idx u64 | term u64 | command | size`.
     """
+    # a damaged file is one line (QuorumDataError, an OSError: ktool prints it as such)
+    check_data_dir(
+        data_dir / JOURNAL_FILE, data_dir / (JOURNAL_FILE + ".meta"), data_dir / DUMP_FILE
+    )
     tree = ZNodeTree()
     snapshot_index = 0
     dump = data_dir / DUMP_FILE

@@ -459,7 +459,7 @@ class PartitionReassignment:
 
 @dataclass(frozen=True, slots=True)
 class ReassignPartitions:
-    """`/admin/reassign_partitions` (CTL-50): the plan, deleted by the controller when done."""
+    """`/admin/reassign_partitions` (CTL-31): the plan, deleted by the controller when done."""
 
     partitions: tuple[PartitionReassignment, ...]
 
@@ -503,7 +503,7 @@ def _partitions_from(obj: dict[str, Any], what: str) -> tuple[TopicPartition, ..
 
 @dataclass(frozen=True, slots=True)
 class PreferredReplicaElection:
-    """`/admin/preferred_replica_election` (CTL-56)."""
+    """`/admin/preferred_replica_election` (CTL-37, KR-08)."""
 
     partitions: tuple[TopicPartition, ...]
 

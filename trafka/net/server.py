@@ -6,6 +6,13 @@ Per connection (NET-01..NET-11 re-expressed in trio; PROTO-03):
   request header, checks the (api_key, api_version) against the node's `SupportedApis`,
   decodes the body and starts one *handler* task per request - so the next request is read
   while earlier ones are processed (pipelining);
+* side effects happen in arrival order: each request carries a `RequestTurn` and its
+  handler starts only once the request before it on the connection has *released* its
+  turn - when its handler returns, or earlier where the handler says its side effects are
+  done (Produce after its appends, before waiting for replication; Fetch at once). Kafka
+  mutes the channel for the whole request; releasing early keeps acks=all produce and
+  long-poll fetch pipelined without letting a later request's append overtake an earlier
+  one's (per-partition order, MSG-05);
 * at most `max_in_flight_requests` requests per connection are between "read" and "response
   written"; when the bound is reached the reader stops reading (TCP back-pressure);
 * one *writer* task writes the responses strictly in request order (a slow Fetch holds back
@@ -35,7 +42,8 @@ connections; unbounded by default, as in Kafka), ``max.connections``,
 
 NOT implemented: SSL and SASL listeners (PLAINTEXT only), quotas/throttling,
 ``max.connections.per.ip.overrides``, per-listener ``max.connections``, KIP-306
-connection-rate limits, muting a channel while a request is handled (we pipeline instead).
+connection-rate limits, muting a channel while a request is handled (we pipeline instead,
+with side effects in arrival order: RequestTurn).
 """
 
 from __future__ import annotations
@@ -113,15 +121,46 @@ class BoundListener:
     port: int
 
 
+class RequestTurn:
+    """A request's place in its connection's order of side effects.
+
+    `wait()` returns once every earlier request on the connection has released its turn;
+    `release()` (idempotent) lets the next request start. The server waits before calling
+    the handler and releases after it returns; a handler may release earlier, once its side
+    effects are done and only waiting remains.
+    """
+
+    __slots__ = ("_previous", "released")
+
+    def __init__(self, previous: trio.Event | None) -> None:
+        self._previous = previous
+        self.released = trio.Event()
+
+    @classmethod
+    def first(cls) -> RequestTurn:
+        """A turn with nothing before it (the first request, or a request served alone)."""
+        return cls(None)
+
+    async def wait(self) -> None:
+        if self._previous is not None:
+            await self._previous.wait()
+            self._previous = None
+
+    def release(self) -> None:
+        self.released.set()
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """What a handler gets: the parsed header, the decoded request, who sent it and where."""
+    """What a handler gets: the parsed header, the decoded request, who sent it and where,
+    and its turn in the connection's order of side effects."""
 
     header: headers.RequestHeader
     request: Any
     peer_host: str
     peer_port: int
     listener_name: str
+    turn: RequestTurn = field(default_factory=RequestTurn.first)
 
     @property
     def api_key(self) -> int:
@@ -221,6 +260,8 @@ class _Connection:
         self.budget = ByteBudget(config.socket_request_max_bytes)
         self.in_flight_bytes = 0
         self.order_send, self.order_receive = trio.open_memory_channel[_Pending](math.inf)
+        #: Released when the latest request's side effects are done (see RequestTurn).
+        self.last_released: trio.Event | None = None
         self.reader = FrameReader(
             self.socket,
             max_frame_bytes=config.socket_request_max_bytes,
@@ -306,16 +347,20 @@ class _Connection:
                 f"malformed {codec.api_name(api_key)} v{api_version} request "
                 f"(correlation id {correlation_id}): {error}"
             ) from error
+        turn = RequestTurn(self.last_released)
+        self.last_released = turn.released
         return RequestContext(
             header=header,
             request=request,
             peer_host=self.peer_host,
             peer_port=self.peer_port,
             listener_name=self.listener_name,
+            turn=turn,
         )
 
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
         try:
+            await context.turn.wait()
             response = await self.server.handler(context)
             if response is not None:
                 pending.chunks = self._encode(context, response)
@@ -328,6 +373,7 @@ class _Connection:
             )
             pending.failed = True
         finally:
+            context.turn.release()
             pending.done.set()
 
     def _encode(self, context: RequestContext, response: Any) -> list[Chunk]:

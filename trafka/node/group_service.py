@@ -23,10 +23,9 @@ What it adds to the logic (STYLE 1: keep this short):
   coordinators (or a wake-up after each call, or 1 s to notice leadership changes) and
   calls `tick(now_ms)`.
 
-Wiring: the broker creates its service at start-up, sets `broker.group_service` and runs
-`service.run` in its nursery, so timers and loading start with the node; `GroupService.of`
-returns that service. Without one (e.g. a test's fake broker), `of` attaches a service on
-first use and starts the timer with `trio.lowlevel.spawn_system_task`.
+Wiring: the broker builds the service from the node's topic cache, metadata cache, topic
+admin and replica manager, and runs `service.run` in its nursery before the listener opens,
+so timers and loading start with the node; handlers reach it as `ctx.services.groups`.
 
 Partitions this node leads are also loaded by the timer without waiting for a request, so
 restored sessions and offset retention run.
@@ -43,10 +42,9 @@ import dataclasses
 import itertools
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -80,9 +78,15 @@ from trafka.group.records import (
     encode_record,
 )
 from trafka.group.state import GroupState
-
-if TYPE_CHECKING:
-    from trafka.node.broker import Broker, BrokerInfo
+from trafka.log.control import ControlRecordType, decode_end_transaction_marker
+from trafka.log.errors import CorruptRecordError
+from trafka.log.records import NewRecord, build_batch, iter_batches
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.config.broker import BrokerConfig
+from trafka.node.metadata_cache import BrokerInfo, MetadataCache
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.topic_admin import TopicAdmin
+from trafka.node.topics import TopicError, TopicManager, TopicState
 
 log = logging.getLogger("trafka.node.group_service")
 
@@ -91,7 +95,6 @@ T = TypeVar("T")
 LEADERSHIP_CHECK_INTERVAL_S = 1.0
 LOAD_READ_BYTES = 1 << 20
 PARKED_GRACE_MS = 30_000  # beyond the rebalance timeout, a parked call gives up
-_ATTRIBUTE = "_trafka_group_service"
 
 # Kafka's GroupMetadataManager mapping of append errors to coordinator errors.
 _APPEND_ERRORS: dict[int, ErrorCode] = {
@@ -105,12 +108,7 @@ _APPEND_ERRORS: dict[int, ErrorCode] = {
 }
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def group_config_of(broker: Broker) -> GroupConfig:
-    config = broker.config
+def group_config_of(config: BrokerConfig) -> GroupConfig:
     return GroupConfig(
         group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
         group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
@@ -141,9 +139,26 @@ class _Partition:
 class GroupService:
     """Group coordination for one broker. All public methods are called from handlers."""
 
-    def __init__(self, broker: Broker, *, rng: random.Random | None = None) -> None:
-        self._broker = broker
-        self._config = group_config_of(broker)
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        topics: TopicManager,
+        metadata: MetadataCache,
+        admin: TopicAdmin,
+        replicas: ReplicaManager,
+        config: Callable[[], BrokerConfig],
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._node_id = node_id
+        self._topics = topics
+        self._metadata = metadata
+        self._admin = admin
+        self._replicas = replicas
+        self._broker_config = config
+        self._clock = clock
+        self._config = group_config_of(config())
         self._rng = rng or random.Random()
         self._partitions: dict[int, _Partition] = {}
         self._waiters: dict[RequestId, _Waiter] = {}
@@ -152,49 +167,36 @@ class GroupService:
         self._timer_deadline_ms = 0
         self._create_lock = trio.Lock()
 
-    @staticmethod
-    def of(broker: Broker) -> GroupService:
-        """The broker's service (created, with its timer task, on first use)."""
-        existing = getattr(broker, "group_service", None) or getattr(broker, _ATTRIBUTE, None)
-        if isinstance(existing, GroupService):
-            return existing
-        service = GroupService(broker)
-        setattr(broker, _ATTRIBUTE, service)
-        trio.lowlevel.spawn_system_task(service.run)
-        return service
-
     # --- coordinator discovery -----------------------------------------------------------
 
     async def find_coordinator(self, key: str) -> tuple[ErrorCode, BrokerInfo | None]:
         """The node leading `key`'s `__consumer_offsets` partition (creating the topic)."""
-        state = self._broker.topics.get(OFFSETS_TOPIC)
+        state = self._topics.get(OFFSETS_TOPIC)
         if state is None:
             state = await self._create_offsets_topic()
             if state is None:
                 return ErrorCode.coordinator_not_available, None
         partition = partition_for(key, len(state.partitions))
-        partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
+        partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
         if partition_state is None or partition_state.leader < 0:
             return ErrorCode.coordinator_not_available, None
-        if partition_state.leader not in self._broker.brokers:
-            await self._broker.refresh_brokers()
-        info = self._broker.brokers.get(partition_state.leader)
+        if partition_state.leader not in self._metadata.brokers:
+            await self._metadata.refresh_brokers()
+        info = self._metadata.brokers.get(partition_state.leader)
         if info is None:
             return ErrorCode.coordinator_not_available, None
         return ErrorCode.none, info
 
-    async def _create_offsets_topic(self) -> Any:
-        from trafka.node.topics import TopicError
-
+    async def _create_offsets_topic(self) -> TopicState | None:
         async with self._create_lock:
-            state = self._broker.topics.get(OFFSETS_TOPIC)
+            state = self._topics.get(OFFSETS_TOPIC)
             if state is not None:
                 return state
-            config = self._broker.config
-            live = max(len(self._broker.live_broker_ids()), 1)
+            config = self._broker_config()
+            live = max(len(self._metadata.live_broker_ids()), 1)
             factor = min(config.get_int("offsets.topic.replication.factor"), live)
             try:
-                return await self._broker.create_topic(
+                return await self._admin.create_topic(
                     OFFSETS_TOPIC,
                     self._config.offsets_topic_num_partitions,
                     factor,
@@ -208,19 +210,19 @@ class GroupService:
                 )
             except TopicError as error:
                 log.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
-                return self._broker.topics.get(OFFSETS_TOPIC)
+                return self._topics.get(OFFSETS_TOPIC)
 
     # --- partitions: leadership and loading ----------------------------------------------
 
     async def _partition_of(self, group_id: str) -> _Partition | ErrorCode:
-        state = self._broker.topics.get(OFFSETS_TOPIC)
+        state = self._topics.get(OFFSETS_TOPIC)
         if state is None or not state.partitions:
             return ErrorCode.not_coordinator
         return await self._partition(partition_for(group_id, len(state.partitions)))
 
     async def _partition(self, partition: int) -> _Partition | ErrorCode:
-        partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
-        if partition_state is None or partition_state.leader != self._broker.node_id:
+        partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
+        if partition_state is None or partition_state.leader != self._node_id:
             self._unload(partition)
             return ErrorCode.not_coordinator
         current = self._partitions.get(partition)
@@ -242,7 +244,7 @@ class GroupService:
         """Read the partition from its log start to its log end (not the high watermark: a
         new leader's HW may trail its log end until the followers fetch, and the records in
         between may have been acknowledged by the old leader; Kafka loads to the log end)."""
-        partition_log = self._broker.replica_manager.get_or_create_log(OFFSETS_TOPIC, partition)
+        partition_log = self._replicas.get_or_create_log(OFFSETS_TOPIC, partition)
         end_offset = int(partition_log.log_end_offset)
         offset = int(partition_log.log_start_offset)
         records: list[OffsetsTopicRecord] = []
@@ -272,10 +274,10 @@ class GroupService:
                 break  # nothing readable here (an empty tail); what we have is the state
             offset = next_offset
         log.debug("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
-        coordinator = GroupCoordinator.load(self._config, self._rng, records, _now_ms())
+        coordinator = GroupCoordinator.load(self._config, self._rng, records, self._clock.now_ms())
         for producer_id, open_records in pending.items():
             commits = [r for r in open_records if isinstance(r, OffsetCommitRecord)]
-            coordinator.restore_txn_offsets(producer_id, commits, _now_ms())
+            coordinator.restore_txn_offsets(producer_id, commits, self._clock.now_ms())
         return coordinator
 
     def _unload(self, partition: int) -> None:
@@ -309,7 +311,7 @@ class GroupService:
         async with current.lock:
             if current.unloaded or current.coordinator is None:
                 return ErrorCode.not_coordinator
-            value, effects = operation(current.coordinator, _now_ms())
+            value, effects = operation(current.coordinator, self._clock.now_ms())
             error = await self._append(current.partition, effects.records, producer)
         self._deliver(effects.replies, error)
         if error is not None:
@@ -328,24 +330,22 @@ class GroupService:
     ) -> ErrorCode | None:
         """`producer` (id, epoch): a TxnOffsetCommit, written as that producer's
         transactional batch (no sequence, as Kafka's coordinator writes it)."""
-        from trafka.log.records import NewRecord, build_batch
-
         batch = [NewRecord(key=k, value=v) for k, v in map(encode_record, records)]
         if not batch:
             return None
         producer_id, producer_epoch = producer if producer is not None else (-1, -1)
-        result = await self._broker.replica_manager.append(
+        result = await self._replicas.append(
             OFFSETS_TOPIC,
             partition,
             build_batch(
                 batch,
-                now_ms=_now_ms(),
+                now_ms=self._clock.now_ms(),
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 is_transactional=producer is not None,
             ),
             required_acks=-1,
-            timeout_ms=self._broker.config.get_int("offsets.commit.timeout.ms"),
+            timeout_ms=self._broker_config().get_int("offsets.commit.timeout.ms"),
         )
         if result.error_code == 0:
             return None
@@ -523,12 +523,12 @@ class GroupService:
         self, states: frozenset[GroupState] | None
     ) -> tuple[ErrorCode, tuple[GroupListing, ...]]:
         """The groups of every `__consumer_offsets` partition this node leads."""
-        state = self._broker.topics.get(OFFSETS_TOPIC)
+        state = self._topics.get(OFFSETS_TOPIC)
         if state is None:
             return ErrorCode.none, ()
         listings: list[GroupListing] = []
         for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._broker.node_id:
+            if partition_state.leader != self._node_id:
                 continue
             current = await self._partition(partition)
             if isinstance(current, ErrorCode):
@@ -546,7 +546,7 @@ class GroupService:
         """Fire the coordinators' deadlines; notice lost leadership. Runs until cancelled."""
         task_status.started()
         while True:
-            now_ms = _now_ms()
+            now_ms = self._clock.now_ms()
             deadline_ms = now_ms + int(LEADERSHIP_CHECK_INTERVAL_S * 1000)
             for current in list(self._partitions.values()):
                 if current.coordinator is not None:
@@ -564,16 +564,16 @@ class GroupService:
     async def _tick_all(self) -> None:
         await self._load_led_partitions()
         for partition, current in list(self._partitions.items()):
-            partition_state = self._broker.topics.partition(OFFSETS_TOPIC, partition)
+            partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
             if (
                 partition_state is None
-                or partition_state.leader != self._broker.node_id
+                or partition_state.leader != self._node_id
                 or partition_state.leader_epoch != current.leader_epoch
             ):
                 self._unload(partition)
                 continue
             coordinator = current.coordinator
-            if coordinator is None or coordinator.next_deadline_ms() > _now_ms():
+            if coordinator is None or coordinator.next_deadline_ms() > self._clock.now_ms():
                 continue
             await self._call_on(current, lambda coordinator, now: (None, coordinator.tick(now)))
 
@@ -581,11 +581,11 @@ class GroupService:
         """Load every partition this node has become the leader of (Kafka loads on
         LeaderAndIsr), so restored members' sessions and offset retention run even before a
         client asks."""
-        state = self._broker.topics.get(OFFSETS_TOPIC)
+        state = self._topics.get(OFFSETS_TOPIC)
         if state is None:
             return
         for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._broker.node_id:
+            if partition_state.leader != self._node_id:
                 continue
             current = self._partitions.get(partition)
             if current is None or current.leader_epoch != partition_state.leader_epoch:
@@ -606,10 +606,6 @@ def _iter_batches(
 ) -> Iterable[tuple[int, list[tuple[int, bytes | None, bytes | None]], _TxnBatch | None]]:
     """(next offset, [(offset, key, value)], transactional info) per batch; control
     batches other than transaction markers are skipped; stops at a partial batch."""
-    from trafka.log.control import ControlRecordType, decode_end_transaction_marker
-    from trafka.log.errors import CorruptRecordError
-    from trafka.log.records import iter_batches
-
     try:
         for batch in iter_batches(data):
             header = batch.header

@@ -28,15 +28,20 @@ A log created new (`get_or_create`) is empty, so its HW is its log end offset.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
+import trio
 
 from trafka.log.checkpoint import PARTITION_METADATA, CheckpointError, read_partition_metadata
 from trafka.log.config import LogConfig
 from trafka.log.log_manager import LogManager
 from trafka.log.partition_log import PartitionLog
 from trafka.node.topics import topic_id_text
+
+log = logging.getLogger("trafka.node.broker")
 
 
 class LocalLogs:
@@ -110,6 +115,16 @@ class LocalLogs:
 
     def maintenance(self, now_ms: int) -> None:
         self.manager.maintenance(now_ms)
+
+    async def run_maintenance(self, interval_s: float, now_ms: Callable[[], int]) -> None:
+        """Retention, flush.ms, producer expiry, compaction, checkpoints every `interval_s`,
+        in a worker thread (a failed pass is logged; the next one runs anyway)."""
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await trio.to_thread.run_sync(self.manager.maintenance, now_ms())
+            except Exception:
+                log.exception("log maintenance failed")
 
     def close(self) -> None:
         self.manager.close()

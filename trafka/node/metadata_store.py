@@ -1,49 +1,94 @@
-"""The node's port to the metadata tree: a few ZooKeeper-style calls on byte payloads.
+"""The node's one port to the metadata tree (`MetadataStore`), and its implementation.
 
-Broker code (topic manager, registration, handlers) talks to the znode tree only through
-`MetadataStore`, so it is independent of how the tree is replicated:
+Every shell of a node (broker, topic admin, config changes, controller, replica manager,
+handlers) reaches the znode tree through `MetadataStore` and nothing else: no shell holds
+the quorum itself. The port has three parts:
 
-* `QuorumMetadataStore` wraps the Raft-replicated `trafka.metadata_quorum` tree (the real
-  one; every node of a cluster sees the same tree).
-* `FileMetadataStore` is the in-process fake with the same contract: persistent nodes kept in
-  one JSON file written atomically (tmp + fsync + rename) on every change, ephemeral nodes
-  in memory only. It is used by unit tests; it is never shared between processes.
+* **Writes** through the quorum (committed when they return): `create`, `set_data`,
+  `create_sequential`, `put`, `delete`, `delete_recursive`, `create_all`, `create_recursive`,
+  `multi` (all or nothing) and `update` (a conditional read-modify-write).
+* **Reads of the local replica** (possibly stale, like a ZooKeeper follower read; `sync`
+  first for a linearizable view): `get`/`children` (None / [] when absent), and
+  `get_local`/`exists_local`/`children_local`, which can arm a one-shot watch atomically with
+  the read (the `LocalTreeReads` part the controller's tree reads use), `walk_local` and
+  `read_local`.
+* **The replica itself**: `events()` (fired watches and session events), `status()` (Raft
+  status for DescribeQuorum), `close()`.
+
+Errors are the tree's (`trafka.metadata_quorum.tree`): `NodeExists` and `NoNode` below are
+its `NodeExistsError` and `NoNodeError`; a failed `multi` raises the bridge's
+`MultiFailedError`; a write whose outcome stays unknown raises `OperationTimeoutError`.
+
+One implementation: `QuorumMetadataStore` over the node's `MetadataQuorum`. With the quorum's
+`RaftTransport` it is the real, replicated tree; with `LocalTransport` it is the in-memory
+tree of unit tests (`memory_store`): the same bridge, sessions, watches and chroot, applied
+at once in one process. `tests/node/test_metadata_store.py` runs one contract suite against
+both.
 
 Paths and payloads are Kafka's ZooKeeper layouts (`/brokers/ids/<id>`, `/brokers/topics/<t>`,
 `/brokers/topics/<t>/partitions/<p>/state`, `/config/topics/<t>`, `/cluster/id`, ...).
-
-Sequential nodes (`create_sequential`) carry the config change notifications
-(`/config/changes/config_change_<seq>`, `trafka.node.config_changes`).
-
-Not implemented here: watches (the broker re-reads after its own writes; watch-driven
-refresh is built on the quorum's watch channel: the controller, `config_changes`).
+Sequential nodes carry the config change notifications
+(`/config/changes/config_change_<seq>`, `trafka.node.config.changes`).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-from collections.abc import Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
+
+import trio
+
+from trafka.metadata_quorum.bridge import MetadataQuorum, MultiFailedError, QuorumEvent
+from trafka.metadata_quorum.config import QuorumConfig, Voter, config_from_properties
+from trafka.metadata_quorum.local import local_transport_factory
+from trafka.metadata_quorum.status import QuorumStatus
+from trafka.metadata_quorum.tree import (
+    BadVersionError,
+    Create,
+    Delete,
+    ErrorCode,
+    MultiOp,
+    NodeExistsError,
+    NoNodeError,
+    OpResult,
+    Stat,
+    ZNodeTree,
+)
+
+T = TypeVar("T")
+log = logging.getLogger("trafka.node.broker")
 
 MAX_UPDATE_ATTEMPTS = 100
 """Bound on retries of a conditional update that keeps losing to concurrent writers."""
 
-
-class NodeExists(Exception):
-    """create() on an existing path."""
-
-
-class NoNode(Exception):
-    """A path that does not exist."""
+NodeExists = NodeExistsError
+"""create() on an existing path."""
+NoNode = NoNodeError
+"""A path that does not exist."""
 
 
-class MetadataStore(Protocol):
-    async def get(self, path: str) -> bytes | None: ...
+class LocalTreeReads(Protocol):
+    """Reads of the local replica that may arm a one-shot watch (ZooKeeper's `watch=true`).
+    `get_local` and `children_local` raise `NoNode` for a missing path."""
 
-    async def children(self, path: str) -> list[str]: ...
+    def get_local(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]: ...
+
+    def exists_local(self, path: str, *, watch: bool = False) -> Stat | None: ...
+
+    def children_local(self, path: str, *, watch: bool = False) -> list[str]: ...
+
+
+class MetadataStore(LocalTreeReads, Protocol):
+    """The node's port to the tree (see the module docstring)."""
+
+    async def get(self, path: str) -> bytes | None:
+        """The data of `path` in the local replica; None when absent."""
+
+    async def children(self, path: str) -> list[str]:
+        """The sorted children of `path` in the local replica; [] when absent."""
 
     async def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
         """Create `path` (and missing parents, empty); NodeExists if it exists."""
@@ -58,6 +103,9 @@ class MetadataStore(Protocol):
     async def put(self, path: str, data: bytes) -> None:
         """Create or replace (persistent)."""
 
+    async def delete(self, path: str) -> None:
+        """Delete a node without children (NoNode if absent)."""
+
     async def delete_recursive(self, path: str) -> None:
         """Delete `path` and everything below it; no error if absent."""
 
@@ -65,12 +113,30 @@ class MetadataStore(Protocol):
         """Create persistent nodes atomically, in order (parents first; the first node's
         parent must exist). NodeExists if any exists: then nothing was created."""
 
+    async def create_recursive(self, path: str) -> None:
+        """Create `path` and its missing parents, empty; no error if it exists."""
+
+    async def multi(self, ops: Sequence[MultiOp]) -> list[OpResult]:
+        """All or nothing; `MultiFailedError` (with every op's result) on failure."""
+
     async def sync(self) -> None:
         """Make later reads see every write committed before this call."""
 
     async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
         """Read-modify-write that no concurrent writer can interleave with (a conditional
         write on the node's version, retried on conflict); returns the data written."""
+
+    def walk_local(self, path: str = "/") -> list[tuple[str, bytes, Stat]]:
+        """Every node under `path`, depth first, from the local replica."""
+
+    def read_local(self, reader: Callable[[ZNodeTree], T]) -> T:
+        """Run `reader` on the local replica, atomically w.r.t. applies."""
+
+    def events(self) -> trio.MemoryReceiveChannel[QuorumEvent]:
+        """The node's one stream of fired watches and session events (bounded)."""
+
+    def status(self) -> QuorumStatus:
+        """The quorum's Raft status as this replica sees it."""
 
     async def close(self) -> None: ...
 
@@ -81,235 +147,175 @@ def _parent(path: str) -> str:
 
 
 class QuorumMetadataStore:
-    """`MetadataStore` over the Raft-replicated tree (`trafka.metadata_quorum`).
+    """`MetadataStore` over the node's `MetadataQuorum` (Raft-replicated, or in memory over
+    `LocalTransport`). Ephemeral nodes belong to the quorum's session and vanish when it
+    expires or the node stops."""
 
-    Reads are linearizable (`MetadataQuorum.get` commits a barrier first); ephemeral nodes
-    belong to the node's quorum session and vanish when it expires or the node stops.
-    """
+    def __init__(self, quorum: MetadataQuorum) -> None:
+        self._quorum = quorum
 
-    def __init__(self, quorum: Any) -> None:
-        self.quorum = quorum
+    # ---- local reads ---------------------------------------------------------------------------
+    def get_local(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
+        data, stat = self._quorum.get_local(path, watch=watch)
+        return bytes(data), stat
 
-    async def sync(self) -> None:
-        await self.quorum.sync()
+    def exists_local(self, path: str, *, watch: bool = False) -> Stat | None:
+        return self._quorum.exists_local(path, watch=watch)
 
-    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
-        from trafka.metadata_quorum.tree import (
-            BadVersionError,
-            NodeExistsError,
-            NoNodeError,
-        )
+    def children_local(self, path: str, *, watch: bool = False) -> list[str]:
+        return list(self._quorum.children_local(path, watch=watch))
 
-        for _ in range(MAX_UPDATE_ATTEMPTS):
-            await self.quorum.sync()
-            try:
-                current, stat = self.quorum.get_local(path)
-            except NoNodeError:
-                new = change(None)
-                try:
-                    await self.create(path, new)
-                except NodeExists:
-                    continue
-                return new
-            new = change(bytes(current))
-            try:
-                await self.quorum.set_data(path, new, stat.version)
-            except (BadVersionError, NoNodeError, NodeExistsError):
-                continue
-            return new
-        raise RuntimeError(f"{path}: too many concurrent updates")
+    def walk_local(self, path: str = "/") -> list[tuple[str, bytes, Stat]]:
+        return self._quorum.walk_local(path)
+
+    def read_local(self, reader: Callable[[ZNodeTree], T]) -> T:
+        return self._quorum.read_local(reader)
 
     async def get(self, path: str) -> bytes | None:
-        """A read of the local replica (call `sync` first for a linearizable view)."""
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            data, _ = self.quorum.get_local(path)
+            data, _ = self._quorum.get_local(path)
         except NoNodeError:
             return None
         return bytes(data)
 
     async def children(self, path: str) -> list[str]:
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            return sorted(self.quorum.children_local(path))
+            return sorted(self._quorum.children_local(path))
         except NoNodeError:
             return []
 
-    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
-        from trafka.metadata_quorum.bridge import MultiFailedError
-        from trafka.metadata_quorum.tree import Create, ErrorCode
+    # ---- writes --------------------------------------------------------------------------------
+    async def sync(self) -> None:
+        await self._quorum.sync()
 
+    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            await self._quorum.sync()
+            try:
+                current, stat = self._quorum.get_local(path)
+            except NoNodeError:
+                new = change(None)
+                try:
+                    await self.create(path, new)
+                except NodeExistsError:
+                    continue
+                return new
+            new = change(bytes(current))
+            try:
+                await self._quorum.set_data(path, new, stat.version)
+            except (BadVersionError, NoNodeError, NodeExistsError):
+                continue
+            return new
+        raise RuntimeError(f"{path}: too many concurrent updates")
+
+    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
         if not nodes:
             return
         parent = _parent(nodes[0][0])
         if parent != "/":
-            await self.quorum.create_recursive(parent)
+            await self._quorum.create_recursive(parent)
         try:
-            await self.quorum.multi([Create(path, data) for path, data in nodes])
+            await self._quorum.multi([Create(path, data) for path, data in nodes])
         except MultiFailedError as error:
             if error.code == ErrorCode.NODE_EXISTS:
-                raise NodeExists(error.error.path) from None
+                raise NodeExistsError(error.error.path) from None
             raise
 
     async def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
-        from trafka.metadata_quorum.tree import NodeExistsError
-
         parent = _parent(path)
         if parent != "/":
-            await self.quorum.create_recursive(parent)
-        try:
-            await self.quorum.create(path, data, ephemeral=ephemeral)
-        except NodeExistsError:
-            raise NodeExists(path) from None
+            await self._quorum.create_recursive(parent)
+        await self._quorum.create(path, data, ephemeral=ephemeral)
+
+    async def create_recursive(self, path: str) -> None:
+        await self._quorum.create_recursive(path)
 
     async def create_sequential(self, prefix: str, data: bytes) -> str:
         parent = _parent(prefix)
-        if parent != "/" and self.quorum.exists_local(parent) is None:
-            await self.quorum.create_recursive(parent)
-        return str(await self.quorum.create(prefix, data, sequential=True))
+        if parent != "/" and self._quorum.exists_local(parent) is None:
+            await self._quorum.create_recursive(parent)
+        return str(await self._quorum.create(prefix, data, sequential=True))
 
     async def set_data(self, path: str, data: bytes) -> None:
-        from trafka.metadata_quorum.tree import NoNodeError
-
-        try:
-            await self.quorum.set_data(path, data)
-        except NoNodeError:
-            raise NoNode(path) from None
+        await self._quorum.set_data(path, data)
 
     async def put(self, path: str, data: bytes) -> None:
         try:
             await self.set_data(path, data)
-        except NoNode:
+        except NoNodeError:
             try:
                 await self.create(path, data)
-            except NodeExists:
+            except NodeExistsError:
                 await self.set_data(path, data)
+
+    async def delete(self, path: str) -> None:
+        await self._quorum.delete(path)
 
     async def delete_recursive(self, path: str) -> None:
         """One atomic multi deleting the subtree, deepest nodes first."""
-        from trafka.metadata_quorum.tree import Delete, NoNodeError
-
-        await self.quorum.sync()
+        await self._quorum.sync()
         try:
-            nodes = self.quorum.walk_local(path)
+            nodes = self._quorum.walk_local(path)
         except NoNodeError:
             return
         paths = sorted((p for p, _, _ in nodes), key=lambda p: (-p.count("/"), p))
         if paths:
-            await self.quorum.multi([Delete(p) for p in paths])
+            await self._quorum.multi([Delete(p) for p in paths])
+
+    async def multi(self, ops: Sequence[MultiOp]) -> list[OpResult]:
+        return await self._quorum.multi(ops)
+
+    # ---- the replica ---------------------------------------------------------------------------
+    def events(self) -> trio.MemoryReceiveChannel[QuorumEvent]:
+        return self._quorum.events()
+
+    def status(self) -> QuorumStatus:
+        return self._quorum.status()
 
     async def close(self) -> None:
-        await self.quorum.aclose()
+        await self._quorum.aclose()
 
 
-class FileMetadataStore:
-    """A single-process tree persisted to one JSON file (see module docstring)."""
+QUORUM_WAIT_LOG_INTERVAL_S = 10.0
 
-    def __init__(self, file_path: Path) -> None:
-        self._file_path = file_path
-        self._persistent: dict[str, bytes] = {"/": b""}
-        self._ephemeral: dict[str, bytes] = {}
-        if file_path.exists():
-            raw = json.loads(file_path.read_text(encoding="utf-8"))
-            for path, encoded in raw.items():
-                self._persistent[path] = base64.b64decode(encoded)
 
-    def _all(self) -> dict[str, bytes]:
-        return {**self._persistent, **self._ephemeral}
-
-    def _save(self) -> None:
-        self._file_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._file_path.with_suffix(".tmp")
-        payload = {p: base64.b64encode(d).decode() for p, d in self._persistent.items()}
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._file_path)
-
-    async def get(self, path: str) -> bytes | None:
-        return self._all().get(path)
-
-    async def children(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        return sorted(
-            {p[len(prefix) :].split("/", 1)[0] for p in self._all() if p.startswith(prefix)} - {""}
+async def open_quorum_store(
+    properties: Mapping[str, str], node_id: int, data_dir: Path, nursery: trio.Nursery
+) -> QuorumMetadataStore:
+    """Start a node's replica of the Raft-replicated tree (journal in `data_dir`) in
+    `nursery` and wait until it is ready, saying every few seconds what it waits for.
+    `QuorumConfigError` for a bad configuration, `OSError` when the replica cannot start."""
+    quorum = MetadataQuorum(config_from_properties(properties, node_id=node_id, data_dir=data_dir))
+    await quorum.start(nursery)
+    while True:
+        with trio.move_on_after(QUORUM_WAIT_LOG_INTERVAL_S):
+            await quorum.wait_ready()
+            return QuorumMetadataStore(quorum)
+        log.warning(
+            "waiting for the metadata quorum (voters %s)",
+            properties.get("controller.quorum.voters"),
         )
 
-    async def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
-        if path in self._all():
-            raise NodeExists(path)
-        parent = _parent(path)
-        while parent not in self._all():
-            self._persistent[parent] = b""
-            parent = _parent(parent)
-        if ephemeral:
-            self._ephemeral[path] = data
-        else:
-            self._persistent[path] = data
-            self._save()
 
-    async def create_sequential(self, prefix: str, data: bytes) -> str:
-        taken = [p[len(prefix) :] for p in self._all() if p.startswith(prefix)]
-        sequence = 1 + max((int(s) for s in taken if s.isdigit()), default=-1)
-        path = f"{prefix}{sequence:010d}"
-        await self.create(path, data)
-        return path
-
-    async def set_data(self, path: str, data: bytes) -> None:
-        if path in self._ephemeral:
-            self._ephemeral[path] = data
-            return
-        if path not in self._persistent:
-            raise NoNode(path)
-        self._persistent[path] = data
-        self._save()
-
-    async def put(self, path: str, data: bytes) -> None:
-        if path in self._all():
-            await self.set_data(path, data)
-        else:
-            await self.create(path, data)
-
-    async def delete_recursive(self, path: str) -> None:
-        prefix = path.rstrip("/") + "/"
-        for store in (self._persistent, self._ephemeral):
-            for p in [p for p in store if p == path or p.startswith(prefix)]:
-                del store[p]
-        self._save()
-
-    async def create_all(self, nodes: list[tuple[str, bytes]]) -> None:
-        existing = self._all()
-        for path, _ in nodes:
-            if path in existing:
-                raise NodeExists(path)
-        for path, data in nodes:
-            parent = _parent(path)
-            while parent not in self._persistent and parent not in self._ephemeral:
-                self._persistent[parent] = b""
-                parent = _parent(parent)
-            self._persistent[path] = data
-        self._save()
-
-    async def sync(self) -> None:
-        return None
-
-    async def update(self, path: str, change: Callable[[bytes | None], bytes]) -> bytes:
-        new = change(await self.get(path))
-        await self.put(path, new)
-        return new
-
-    async def close(self) -> None:
-        self._ephemeral.clear()
-
-
-def json_bytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
-
-
-def json_value(data: bytes | None) -> Any:
-    if not data:
-        return None
-    return json.loads(data)
+@asynccontextmanager
+async def memory_store(node_id: int = 1) -> AsyncIterator[QuorumMetadataStore]:
+    """The in-memory tree: a `QuorumMetadataStore` over a one-voter quorum on
+    `LocalTransport` (no port, no files), started and ready; closed on exit."""
+    config = QuorumConfig(
+        node_id,
+        (Voter(node_id, "127.0.0.1", 0),),
+        Path("/nonexistent"),
+        "",
+        gil_switch_interval_s=None,
+    )
+    quorum = MetadataQuorum(config, transport_factory=local_transport_factory)
+    store = QuorumMetadataStore(quorum)
+    try:
+        async with trio.open_nursery() as nursery:
+            await quorum.start(nursery)
+            await quorum.wait_ready()
+            yield store
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await store.close()

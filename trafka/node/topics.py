@@ -19,30 +19,32 @@ CTL-26); `delete` creates `/admin/delete_topics/<t>` (the controller's TopicDele
 does the rest, CTL-27..30). The cache is kept current by the controller's LeaderAndIsr and
 UpdateMetadata (`apply_partition_state`, `forget`), by re-reading the tree for topics this
 node has not seen yet (`refresh_topic`), and by the config change notifications
-(`set_configs` creates one; every broker's `config_changes` listener calls `apply_configs`).
-`assign_replicas` is Kafka's round-robin assignment (AdminUtils.assignReplicasToBrokers
-without racks).
-
-Not implemented here: rack-aware assignment (the controller's `assignment.py` has it).
+(the config service writes one after `set_configs`; every broker's listener calls
+`apply_configs`).
+`assign_replicas` is Kafka's assignment (AdminUtils.assignReplicasToBrokers, rack-aware
+when every live broker has a `broker.rack`: `trafka.node.replica_assignment`).
 """
 
 from __future__ import annotations
 
 import base64
 import random
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
+from trafka.log.names import colliding_topic, topic_name_error
 from trafka.metadata_quorum import znodes
-from trafka.node.config_changes import notify_config_change, topic_entity_path
 from trafka.node.metadata_store import MetadataStore, NodeExists
+from trafka.node.replica_assignment import (
+    AssignmentError,
+    assign_replicas_to_brokers,
+    placements_of,
+    start_index_for_added_partitions,
+)
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_PARTITIONS = 4_000
 """Bound on partitions per topic: a topic is created in one quorum multi (MAX_MULTI_OPS)."""
@@ -86,25 +88,10 @@ class TopicError(Exception):
 
 
 def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: length, legal characters, not '.' or '..'."""
-    if not name:
-        raise TopicError(
-            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
-        )
-    if name in (".", ".."):
-        raise TopicError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
-        )
-    if not _LEGAL_TOPIC_NAME.match(name):
-        raise TopicError(
-            ErrorCode.invalid_topic_exception,
-            f'Topic name "{name}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'",
-        )
+    """Kafka's Topic.validate (trafka.log.names): length, legal characters, not '.' or '..'."""
+    error = topic_name_error(name)
+    if error is not None:
+        raise TopicError(ErrorCode.invalid_topic_exception, error)
 
 
 def assign_replicas(
@@ -114,36 +101,43 @@ def assign_replicas(
     *,
     first_partition: int = 0,
     rng: random.Random,
+    racks: Mapping[int, str | None] | None = None,
+    first_replica_of_partition_zero: int | None = None,
 ) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment: round-robin from a random start, shifted followers."""
+    """Kafka's assignment (`trafka.node.replica_assignment`): rack-aware when every broker
+    has a rack. Added partitions (`first_partition` > 0) start where Kafka's
+    `AdminUtils.addPartitions` does: at the broker of partition 0's first replica."""
     if replication_factor > len(brokers):
         raise TopicError(
             ErrorCode.invalid_replication_factor,
             f"Replication factor: {replication_factor} larger than available brokers: "
             f"{len(brokers)}.",
         )
-    ordered = sorted(brokers)
-    count = len(ordered)
-    start_index = rng.randrange(count)
-    shift = rng.randrange(count)
-    result: dict[int, list[int]] = {}
-    for i in range(num_partitions):
-        partition = first_partition + i
-        if partition > 0 and partition % count == 0:
-            shift += 1
-        first = (partition + start_index) % count
-        replicas = [ordered[first]]
-        for j in range(replication_factor - 1):
-            step = 1 + (shift + j) % (count - 1) if count > 1 else 0
-            replicas.append(ordered[(first + step) % count])
-        result[partition] = replicas
-    return result
+    placements = placements_of({b: (racks or {}).get(b) for b in brokers})
+    fixed_start_index = -1
+    if first_partition > 0 and first_replica_of_partition_zero is not None:
+        fixed_start_index = start_index_for_added_partitions(
+            placements, first_replica_of_partition_zero
+        )
+    try:
+        plan = assign_replicas_to_brokers(
+            placements,
+            num_partitions,
+            replication_factor,
+            rng=rng,
+            fixed_start_index=fixed_start_index,
+            start_partition_id=first_partition,
+        )
+    except AssignmentError as error:
+        raise TopicError(ErrorCode[error.error_name.lower()], str(error)) from None
+    return {partition: list(replicas) for partition, replicas in plan.items()}
 
 
 def initial_partition_state(
     partition: int, replicas: Sequence[int], live_brokers: Iterable[int]
 ) -> PartitionState:
-    """Leader = first live replica, ISR = live replicas (single-node slice; see docstring)."""
+    """What a validate-only CreateTopics reports (nothing is created, so the controller
+    elects nothing): leader = first live replica, ISR = the live replicas."""
     live = set(live_brokers)
     isr = tuple(r for r in replicas if r in live) or tuple(replicas[:1])
     return PartitionState(partition, tuple(replicas), isr[0], 0, isr)
@@ -179,21 +173,16 @@ class TopicManager:
         node_id: int,
         live_brokers: Callable[[], list[int]],
         validate_configs: ConfigValidator,
+        racks: Callable[[], Mapping[int, str | None]] = dict,
         rng: random.Random | None = None,
-        via_controller: bool = False,
     ) -> None:
-        """`via_controller`: the broker's mode (assignment only; the controller creates the
-        partition states and deletes topics). Without it (a manager on its own, e.g. over the
-        in-process `FileMetadataStore`), partition states are written here directly with
-        `initial_partition_state` and deletion removes the nodes at once."""
-        self._via_controller = via_controller
         self._store = store
         self._node_id = node_id
         self._live_brokers = live_brokers
+        self._racks = racks
         self._validate_configs = validate_configs
         self._rng = rng or random.Random()
         self.topics: dict[str, TopicState] = {}
-        self.controller_epoch = 1
         self.listeners: list[Callable[[str], None]] = []
         """Called with a topic name after it was created, changed or deleted."""
 
@@ -270,11 +259,11 @@ class TopicManager:
         validate_topic_name(name)
         if name in self.topics:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
-        if collides:
+        collides = colliding_topic(name, self.topics)
+        if collides is not None:
             raise TopicError(
                 ErrorCode.invalid_topic_exception,
-                f"Topic '{name}' collides with existing topic: {collides[0]}",
+                f"Topic '{name}' collides with existing topic: {collides}",
             )
         live = self._live_brokers()
         if assignments:
@@ -297,7 +286,7 @@ class TopicManager:
                     ErrorCode.invalid_replication_factor,
                     "Replication factor must be larger than 0.",
                 )
-            result = assign_replicas(live, partitions, factor, rng=self._rng)
+            result = assign_replicas(live, partitions, factor, rng=self._rng, racks=self._racks())
         self._validate_configs(configs)
         return result
 
@@ -342,8 +331,6 @@ class TopicManager:
         """The config first, then the assignment; the controller creates the partition
         states and elects the leaders (CTL-25)."""
         topic_id = _random_topic_id(self._rng)
-        if not self._via_controller:
-            return await self._create_directly(name, topic_id, assignment, configs)
         if configs:
             await self._store.put(
                 znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
@@ -365,42 +352,6 @@ class TopicManager:
         self._notify(name)
         return topic
 
-    async def _create_directly(
-        self,
-        name: str,
-        topic_id: uuid.UUID,
-        assignment: Mapping[int, Sequence[int]],
-        configs: Mapping[str, str],
-    ) -> TopicState:
-        """One atomic write: the assignment and every partition state (no controller)."""
-        live = self._live_brokers()
-        states = {
-            p: initial_partition_state(p, replicas, live) for p, replicas in assignment.items()
-        }
-        nodes: list[tuple[str, bytes]] = [
-            (znodes.topic_path(name), self._assignment_json(topic_id, assignment)),
-            (znodes.partitions_path(name), b""),
-        ]
-        for state in states.values():
-            nodes.append((znodes.partition_path(name, state.partition), b""))
-            nodes.append(
-                (znodes.partition_state_path(name, state.partition), self._state_json(state))
-            )
-        try:
-            await self._store.create_all(nodes)
-        except NodeExists:  # another request or broker created it since check_create
-            raise TopicError(
-                ErrorCode.topic_already_exists, f"Topic '{name}' already exists."
-            ) from None
-        if configs:
-            await self._store.put(
-                znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
-            )
-        topic = TopicState(name, topic_id, states, dict(configs))
-        self.topics[name] = topic
-        self._notify(name)
-        return topic
-
     async def delete(self, name: str) -> TopicState:
         state = self.topics.get(name)
         if state is None:
@@ -408,12 +359,6 @@ class TopicManager:
                 ErrorCode.unknown_topic_or_partition,
                 "This server does not host this topic-partition.",
             )
-        if not self._via_controller:
-            await self._store.delete_recursive(znodes.topic_path(name))
-            await self._store.delete_recursive(znodes.topic_config_path(name))
-            del self.topics[name]
-            self._notify(name)
-            return state
         try:
             await self._store.create(znodes.delete_topic_path(name), b"")
         except NodeExists:
@@ -476,25 +421,20 @@ class TopicManager:
                 {current + i: r for i, r in enumerate(assignments)}, live, first_partition=current
             )
         else:
+            first = state.partitions.get(0)
             new = assign_replicas(
-                live, added, state.replication_factor, first_partition=current, rng=self._rng
+                live,
+                added,
+                state.replication_factor,
+                first_partition=current,
+                rng=self._rng,
+                racks=self._racks(),
+                first_replica_of_partition_zero=first.replicas[0] if first else None,
             )
         partitions = dict(state.partitions)
-        nodes: list[tuple[str, bytes]] = []
         for partition, replicas in new.items():
-            if self._via_controller:
-                partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
-                continue
-            partitions[partition] = initial_partition_state(partition, replicas, live)
-            nodes.append((znodes.partition_path(name, partition), b""))
-            nodes.append(
-                (
-                    znodes.partition_state_path(name, partition),
-                    self._state_json(partitions[partition]),
-                )
-            )
-        if nodes:
-            await self._store.create_all(nodes)
+            # the controller creates the state and elects the leader (CTL-26)
+            partitions[partition] = PartitionState(partition, tuple(replicas), -1, 0, ())
         all_replicas = {p: list(s.replicas) for p, s in partitions.items()}
         await self._store.put(
             znodes.topic_path(name), self._assignment_json(state.topic_id, all_replicas)
@@ -515,8 +455,6 @@ class TopicManager:
         await self._store.put(
             znodes.topic_config_path(name), znodes.EntityConfig(dict(configs)).to_json()
         )
-        # Every other broker re-reads the topic's configs (Kafka's config change notification).
-        await notify_config_change(self._store, topic_entity_path(name))
         topic = replace(state, configs=dict(configs))
         self.topics[name] = topic
         self._notify(name)
@@ -524,7 +462,7 @@ class TopicManager:
 
     def apply_configs(self, name: str, configs: Mapping[str, str]) -> bool:
         """The topic's overrides as read from the tree after a config change notification
-        (`trafka.node.config_changes`); False when the topic is unknown here or unchanged."""
+        (`trafka.node.config.changes`); False when the topic is unknown here or unchanged."""
         state = self.topics.get(name)
         if state is None or dict(state.configs) == dict(configs):
             return False
@@ -535,14 +473,6 @@ class TopicManager:
     def _notify(self, name: str) -> None:
         for listener in self.listeners:
             listener(name)
-
-    def _state_json(self, state: PartitionState) -> bytes:
-        return znodes.PartitionState(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=tuple(state.isr),
-            controller_epoch=self.controller_epoch,
-        ).to_json()
 
     @staticmethod
     def _assignment_json(topic_id: uuid.UUID, assignment: Mapping[int, Sequence[int]]) -> bytes:

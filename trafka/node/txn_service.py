@@ -28,25 +28,44 @@ What it adds to the logic (STYLE 1: keep this short; it mirrors `group_service.p
 * **Time**: a timer task sleeps until the earliest deadline of the loaded coordinators (or
   1 s, to notice leadership changes) and calls `tick`.
 
-Wiring: the broker creates the service and runs `service.run` in its nursery;
-`TransactionService.of(broker)` returns it (or, without one, e.g. in a test's fake broker,
-attaches one and starts it as a system task).
+Wiring: the broker (the composition root) builds the service, puts it in `NodeServices`
+(`transactions`) and runs `service.run` in its nursery before the listener opens.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import trio
+from kio.schema.add_partitions_to_txn.v4.request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.schema.write_txn_markers.v1.request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from kio.static.primitive import i16, i32
 
 from trafka.group.config import OFFSETS_TOPIC
 from trafka.group.hashing import partition_for
+from trafka.log.records import NewRecord, build_batch
 from trafka.net.client import ClientError, KafkaConnection
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.config.broker import BrokerConfig
+from trafka.node.group_service import GroupService, _iter_batches
+from trafka.node.metadata_cache import BrokerInfo, MetadataCache
+from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.topic_admin import TopicAdmin
+from trafka.node.topics import TopicError, TopicManager
 from trafka.txn.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from trafka.txn.coordinator import (
     Effects,
@@ -64,9 +83,6 @@ from trafka.txn.records import (
     encode_record,
 )
 from trafka.txn.state import TransactionState
-
-if TYPE_CHECKING:
-    from trafka.node.broker import Broker, BrokerInfo
 
 log = logging.getLogger("trafka.node.txn_service")
 
@@ -94,12 +110,7 @@ _APPEND_ERRORS: dict[int, ErrorCode] = {
 _MARKER_DROPPED = frozenset({int(ErrorCode.unknown_topic_or_partition)})
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def transaction_config_of(broker: Broker) -> TransactionConfig:
-    config = broker.config
+def transaction_config_of(config: BrokerConfig) -> TransactionConfig:
     return TransactionConfig(
         transaction_max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
         transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
@@ -124,9 +135,29 @@ class _Partition:
 class TransactionService:
     """Transaction coordination for one broker. Public methods are called from handlers."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._config = transaction_config_of(broker)
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        topics: TopicManager,
+        metadata: MetadataCache,
+        admin: TopicAdmin,
+        replicas: ReplicaManager,
+        producer_ids: ProducerIdManager,
+        groups: GroupService,
+        config: Callable[[], BrokerConfig],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._node_id = node_id
+        self._topics = topics
+        self._metadata = metadata
+        self._admin = admin
+        self._replicas = replicas
+        self._producer_ids = producer_ids
+        self._groups = groups
+        self._broker_config = config
+        self._clock = clock
+        self._config = transaction_config_of(config())
         self._partitions: dict[int, _Partition] = {}
         self._wakeup = trio.Event()
         self._create_lock = trio.Lock()
@@ -135,21 +166,10 @@ class TransactionService:
         self._connections: dict[int, KafkaConnection] = {}
         self._connection_locks: dict[int, trio.Lock] = {}
 
-    @staticmethod
-    def of(broker: Broker) -> TransactionService:
-        """The broker's service (created, with its timer task, on first use)."""
-        existing = getattr(broker, "transaction_service", None) or getattr(broker, _ATTRIBUTE, None)
-        if isinstance(existing, TransactionService):
-            return existing
-        service = TransactionService(broker)
-        setattr(broker, _ATTRIBUTE, service)
-        trio.lowlevel.spawn_system_task(service.run)
-        return service
-
     # --- coordinator discovery -----------------------------------------------------------
 
     def _topic_partitions(self) -> int | None:
-        state = self._broker.topics.get(TRANSACTION_STATE_TOPIC)
+        state = self._topics.get(TRANSACTION_STATE_TOPIC)
         return len(state.partitions) if state is not None and state.partitions else None
 
     async def find_coordinator(self, transactional_id: str) -> tuple[ErrorCode, BrokerInfo | None]:
@@ -161,30 +181,28 @@ class TransactionService:
         count = self._topic_partitions()
         if count is None:
             return ErrorCode.coordinator_not_available, None
-        partition_state = self._broker.topics.partition(
+        partition_state = self._topics.partition(
             TRANSACTION_STATE_TOPIC, partition_for(transactional_id, count)
         )
         if partition_state is None or partition_state.leader < 0:
             return ErrorCode.coordinator_not_available, None
-        if partition_state.leader not in self._broker.brokers:
-            await self._broker.refresh_brokers()
-        info = self._broker.brokers.get(partition_state.leader)
+        if partition_state.leader not in self._metadata.brokers:
+            await self._metadata.refresh_brokers()
+        info = self._metadata.brokers.get(partition_state.leader)
         if info is None:
             return ErrorCode.coordinator_not_available, None
         return ErrorCode.none, info
 
     async def _create_topic(self) -> None:
-        from trafka.node.topics import TopicError
-
         async with self._create_lock:
-            if self._broker.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+            if self._topics.get(TRANSACTION_STATE_TOPIC) is not None:
                 return
-            config = self._broker.config
-            live = max(len(self._broker.live_broker_ids()), 1)
+            config = self._broker_config()
+            live = max(len(self._metadata.live_broker_ids()), 1)
             factor = min(config.get_int("transaction.state.log.replication.factor"), live)
             min_isr = min(config.get_int("transaction.state.log.min.isr"), factor)
             try:
-                await self._broker.create_topic(
+                await self._admin.create_topic(
                     TRANSACTION_STATE_TOPIC,
                     config.get_int("transaction.state.log.num.partitions"),
                     factor,
@@ -210,8 +228,8 @@ class TransactionService:
         return await self._partition(partition_for(transactional_id, count))
 
     async def _partition(self, partition: int) -> _Partition | ErrorCode:
-        partition_state = self._broker.topics.partition(TRANSACTION_STATE_TOPIC, partition)
-        if partition_state is None or partition_state.leader != self._broker.node_id:
+        partition_state = self._topics.partition(TRANSACTION_STATE_TOPIC, partition)
+        if partition_state is None or partition_state.leader != self._node_id:
             self._unload(partition)
             return ErrorCode.not_coordinator
         current = self._partitions.get(partition)
@@ -234,11 +252,7 @@ class TransactionService:
 
     def _load(self, partition: int, leader_epoch: int) -> TransactionCoordinator:
         """Read the partition from its log start to its log end (as the group service)."""
-        from trafka.node.group_service import _iter_batches
-
-        partition_log = self._broker.replica_manager.get_or_create_log(
-            TRANSACTION_STATE_TOPIC, partition
-        )
+        partition_log = self._replicas.get_or_create_log(TRANSACTION_STATE_TOPIC, partition)
         end_offset = int(partition_log.log_end_offset)
         offset = int(partition_log.log_start_offset)
         records: list[TransactionLogRecord] = []
@@ -260,7 +274,9 @@ class TransactionService:
                 break
             offset = next_offset
         log.debug("loaded %d records of %s-%d", len(records), TRANSACTION_STATE_TOPIC, partition)
-        return TransactionCoordinator.load(self._config, leader_epoch, records, _now_ms())
+        return TransactionCoordinator.load(
+            self._config, leader_epoch, records, self._clock.now_ms()
+        )
 
     def _unload(self, partition: int) -> None:
         current = self._partitions.pop(partition, None)
@@ -290,7 +306,7 @@ class TransactionService:
         async with current.lock:
             if current.unloaded or current.coordinator is None:
                 return ErrorCode.not_coordinator
-            value, effects = operation(current.coordinator, _now_ms())
+            value, effects = operation(current.coordinator, self._clock.now_ms())
             error = await self._append(current.partition, effects.records)
         if error is not None:
             self._unload(current.partition)
@@ -302,15 +318,13 @@ class TransactionService:
     async def _append(
         self, partition: int, records: Iterable[TransactionLogRecord]
     ) -> ErrorCode | None:
-        from trafka.log.records import NewRecord, build_batch
-
         batch = [NewRecord(key=k, value=v) for k, v in map(encode_record, records)]
         if not batch:
             return None
-        result = await self._broker.replica_manager.append(
+        result = await self._replicas.append(
             TRANSACTION_STATE_TOPIC,
             partition,
-            build_batch(batch, now_ms=_now_ms()),
+            build_batch(batch, now_ms=self._clock.now_ms()),
             required_acks=-1,
             timeout_ms=MARKER_TIMEOUT_MS,
         )
@@ -340,7 +354,7 @@ class TransactionService:
                 return  # the next coordinator resends them after its load
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in sorted(remaining):
-                state = self._broker.topics.get(tp.topic)
+                state = self._topics.get(tp.topic)
                 if state is None or tp.partition not in state.partitions:
                     remaining.discard(tp)  # the topic or partition was deleted
                     continue
@@ -348,7 +362,7 @@ class TransactionService:
                 if leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
             for leader, partitions in by_leader.items():
-                if leader == self._broker.node_id:
+                if leader == self._node_id:
                     results = await self._write_local(marker, partitions)
                 else:
                     results = await self._write_remote(leader, marker, partitions)
@@ -375,11 +389,31 @@ class TransactionService:
     async def _write_local(
         self, marker: MarkerRequest, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        return {tp: await write_marker_locally(self._broker, marker, tp) for tp in partitions}
+        return {tp: await self.write_marker_locally(marker, tp) for tp in partitions}
+
+    async def write_marker_locally(self, marker: MarkerRequest, tp: TopicPartition) -> int:
+        """Write one partition's marker on this leader (WriteTxnMarkers and the coordinator's
+        own partitions); on a `__consumer_offsets` partition the group coordinator then
+        applies or drops the producer's pending TxnOffsetCommit offsets. Returns a Kafka
+        error code."""
+        code = await self._replicas.append_end_transaction_marker(
+            tp.topic,
+            tp.partition,
+            producer_id=marker.producer_id,
+            producer_epoch=marker.producer_epoch,
+            coordinator_epoch=marker.coordinator_epoch,
+            committed=marker.committed,
+            timeout_ms=MARKER_TIMEOUT_MS,
+        )
+        if code == 0 and tp.topic == OFFSETS_TOPIC:
+            await self._groups.complete_txn_offsets(
+                tp.partition, marker.producer_id, marker.committed
+            )
+        return code
 
     async def _inter_broker_request(self, broker_id: int, request: Any) -> Any | None:
         """One request on the pooled connection to `broker_id`; None if it failed."""
-        endpoint = self._broker.endpoint_for(broker_id)
+        endpoint = self._metadata.endpoint_for(broker_id)
         if endpoint is None:
             return None
         lock = self._connection_locks.setdefault(broker_id, trio.Lock())
@@ -390,7 +424,7 @@ class TransactionService:
                     connection = await KafkaConnection.connect(
                         endpoint[0],
                         endpoint[1],
-                        client_id=f"txn-coordinator-{self._broker.node_id}",
+                        client_id=f"txn-coordinator-{self._node_id}",
                         request_timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S,
                     )
                     self._connections[broker_id] = connection
@@ -408,18 +442,10 @@ class TransactionService:
         """KIP-890 part 1: a partition leader asks the coordinator whether `tp` is in the
         producer's open transaction before appending its first transactional batch there
         (AddPartitionsToTxn v4 verify_only when the coordinator is another node)."""
-        from kio.schema.add_partitions_to_txn.v4.request import (
-            AddPartitionsToTxnRequest,
-            AddPartitionsToTxnTopic,
-            AddPartitionsToTxnTransaction,
-        )
-        from kio.schema.types import ProducerId, TopicName, TransactionalId
-        from kio.static.primitive import i16, i32
-
         error, info = await self.find_coordinator(transactional_id)
         if info is None:
             return error
-        if info.node_id == self._broker.node_id:
+        if info.node_id == self._node_id:
             top, per = await self.verify_partitions(
                 transactional_id, producer_id, producer_epoch, (tp,)
             )
@@ -453,14 +479,6 @@ class TransactionService:
     async def _write_remote(
         self, leader: int, marker: MarkerRequest, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        from kio.schema.types import ProducerId, TopicName
-        from kio.schema.write_txn_markers.v1.request import (
-            WritableTxnMarker,
-            WritableTxnMarkerTopic,
-            WriteTxnMarkersRequest,
-        )
-        from kio.static.primitive import i16, i32
-
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -501,7 +519,7 @@ class TransactionService:
         expected_producer_id: int,
         expected_producer_epoch: int,
     ) -> InitProducerIdResult:
-        fresh_producer_id = await self._broker.allocate_producer_id()
+        fresh_producer_id = await self._producer_ids.allocate()
         outcome = await self._call(
             transactional_id,
             lambda coordinator, now: coordinator.init_producer_id(
@@ -549,11 +567,11 @@ class TransactionService:
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
         """The `__consumer_offsets` partition AddOffsetsToTxn adds for `group_id`."""
-        state = self._broker.topics.get(OFFSETS_TOPIC)
+        state = self._topics.get(OFFSETS_TOPIC)
         count = (
             len(state.partitions)
             if state is not None and state.partitions
-            else self._broker.config.get_int("offsets.topic.num.partitions")
+            else self._broker_config().get_int("offsets.topic.num.partitions")
         )
         return TopicPartition(OFFSETS_TOPIC, partition_for(group_id, count))
 
@@ -580,12 +598,12 @@ class TransactionService:
         self, states: frozenset[TransactionState], producer_ids: frozenset[int]
     ) -> tuple[ErrorCode, tuple[TransactionListing, ...]]:
         """The ids of every `__transaction_state` partition this node leads."""
-        state = self._broker.topics.get(TRANSACTION_STATE_TOPIC)
+        state = self._topics.get(TRANSACTION_STATE_TOPIC)
         if state is None:
             return ErrorCode.none, ()
         listings: list[TransactionListing] = []
         for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._broker.node_id:
+            if partition_state.leader != self._node_id:
                 continue
             current = await self._partition(partition)
             if isinstance(current, ErrorCode):
@@ -620,7 +638,7 @@ class TransactionService:
 
     async def _timer_loop(self) -> None:
         while True:
-            now_ms = _now_ms()
+            now_ms = self._clock.now_ms()
             deadline_ms = now_ms + int(LEADERSHIP_CHECK_INTERVAL_S * 1000)
             for current in list(self._partitions.values()):
                 if current.coordinator is not None:
@@ -635,11 +653,11 @@ class TransactionService:
                 await trio.sleep(LEADERSHIP_CHECK_INTERVAL_S)
 
     async def _tick_all(self) -> None:
-        state = self._broker.topics.get(TRANSACTION_STATE_TOPIC)
+        state = self._topics.get(TRANSACTION_STATE_TOPIC)
         if state is not None:
             for partition, partition_state in sorted(state.partitions.items()):
                 current = self._partitions.get(partition)
-                led = partition_state.leader == self._broker.node_id
+                led = partition_state.leader == self._node_id
                 if led and (
                     current is None or current.leader_epoch != partition_state.leader_epoch
                 ):
@@ -648,31 +666,9 @@ class TransactionService:
                     self._unload(partition)
         for current in list(self._partitions.values()):
             coordinator = current.coordinator
-            if coordinator is None or coordinator.next_deadline_ms() > _now_ms():
+            if coordinator is None or coordinator.next_deadline_ms() > self._clock.now_ms():
                 continue
             await self._call_on(current, lambda coordinator, now: (None, coordinator.tick(now)))
-
-
-async def write_marker_locally(broker: Broker, marker: MarkerRequest, tp: TopicPartition) -> int:
-    """Write one partition's marker on this leader (WriteTxnMarkers and the coordinator's own
-    partitions); on a `__consumer_offsets` partition the group coordinator then applies or
-    drops the producer's pending TxnOffsetCommit offsets. Returns a Kafka error code."""
-    code = await broker.replica_manager.append_end_transaction_marker(
-        tp.topic,
-        tp.partition,
-        producer_id=marker.producer_id,
-        producer_epoch=marker.producer_epoch,
-        coordinator_epoch=marker.coordinator_epoch,
-        committed=marker.committed,
-        timeout_ms=MARKER_TIMEOUT_MS,
-    )
-    if code == 0 and tp.topic == OFFSETS_TOPIC:
-        from trafka.node.group_service import GroupService
-
-        await GroupService.of(broker).complete_txn_offsets(
-            tp.partition, marker.producer_id, marker.committed
-        )
-    return code
 
 
 def client_error(error: ErrorCode, api_version: int, fenced_since_version: int) -> int:

@@ -20,17 +20,14 @@ the append is not detected; the window is one append).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kio.schema.errors import ErrorCode
 
 from trafka.log.batch import parse_header
 from trafka.log.errors import CorruptRecordError
+from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.topics import TopicManager
 from trafka.node.txn_service import TransactionService
 from trafka.txn.coordinator import TopicPartition
-
-if TYPE_CHECKING:
-    from trafka.node.broker import Broker
 
 _RETRIABLE = frozenset(
     {
@@ -43,7 +40,15 @@ _RETRIABLE = frozenset(
 
 
 async def verify_transactional_batch(
-    broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes
+    *,
+    transactions: TransactionService,
+    topics: TopicManager,
+    replicas: ReplicaManager,
+    node_id: int,
+    transactional_id: str | None,
+    topic: str,
+    partition: int,
+    records: bytes,
 ) -> int:
     """0 if the batch may be appended (or needs no verification), else a Produce error."""
     try:
@@ -54,10 +59,10 @@ async def verify_transactional_batch(
         return 0
     if not transactional_id:
         return int(ErrorCode.invalid_txn_state)  # Kafka: transactional batch, no id
-    state = broker.topics.partition(topic, partition)
-    if state is None or state.leader != broker.node_id:
+    state = topics.partition(topic, partition)
+    if state is None or state.leader != node_id:
         return 0  # the append answers NOT_LEADER / UNKNOWN_TOPIC
-    log = broker.replica_manager.get_or_create_log(topic, partition)
+    log = replicas.get_or_create_log(topic, partition)
     with log.lock:
         entry = log.producer_state.producers.get(header.producer_id)
         if (
@@ -66,7 +71,7 @@ async def verify_transactional_batch(
             and entry.producer_epoch == header.producer_epoch
         ):
             return 0
-    error = await TransactionService.of(broker).verify_before_append(
+    error = await transactions.verify_before_append(
         transactional_id,
         header.producer_id,
         header.producer_epoch,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trafka.node.metadata_client import DEFAULT_TIMEOUT_S
+from trafka.client.metadata import DEFAULT_TIMEOUT_S
 from trafka.spark.commands import check_command
 from trafka.spark.session import DEFAULT_MASTER
 

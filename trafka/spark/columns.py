@@ -39,13 +39,12 @@ from trafka.log.batch import (
     crc_is_valid,
     parse_header,
 )
-from trafka.log.columnar import BinaryColumn, RecordArrays
+from trafka.log.columnar import BinaryColumn, RecordArrays, decode_batch_columns
 from trafka.log.errors import CorruptRecordError
 from trafka.log.records import (
     DEFAULT_MAX,
     RecordBatch,
     RecordColumns,
-    decode_batch_columns,
 )
 from trafka.spark.logdir import ByteRange
 

@@ -7,7 +7,7 @@ found (`check`), 2 could not run (environment, bad arguments, unreadable input).
 
 The metadata side is `metadata` (a snapshot file, `ktool quorum export`) or
 `bootstrap_server` (`HOST:PORT[,...]`: the same document read live from a running node
-through its Kafka listener, `trafka.node.metadata_client`), never both. Either is read and
+through its Kafka listener, `trafka.client.metadata`), never both. Either is read and
 parsed BEFORE Spark starts, so a missing file, bad JSON or an unreachable server costs no
 JVM start and ends in one line on stderr and exit code 2.
 """
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from trafka.node.metadata_client import DEFAULT_TIMEOUT_S, MetadataReadError, read_export_document
+from trafka.client.metadata import DEFAULT_TIMEOUT_S, MetadataReadError, read_export_document
 from trafka.spark.metadata import SnapshotFormatError, read_snapshot_document
 from trafka.spark.session import DEFAULT_MASTER, AuditEnvironmentError, check_environment
 

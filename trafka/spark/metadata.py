@@ -25,7 +25,7 @@ Consumer-group offsets are not znodes: they are read from the
 `__consumer_offsets` log (`trafka.spark.offsets`).
 
 The same document comes from a live node with `--bootstrap-server`
-(`trafka.node.metadata_client.read_export_document`: TrafkaDescribeZNodes for the tree,
+(`trafka.client.metadata.read_export_document`: TrafkaDescribeZNodes for the tree,
 DescribeQuorum for the status, whose `source` is then "bootstrap-server" and
 `bootstrap_server` the node that answered); `tables_from_document` serves both.
 
@@ -178,7 +178,7 @@ class MetadataTables:
 
 def tables_from_document(doc: Any) -> MetadataTables:
     """Every metadata table from a snapshot document: a parsed `--metadata` file, or the
-    same document read live from a node (`trafka.node.metadata_client`)."""
+    same document read live from a node (`trafka.client.metadata`)."""
     tree, status = znodes_from_snapshot(doc)
     return metadata_tables(tree, status)
 

@@ -24,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from trafka.node.metadata_client import DEFAULT_TIMEOUT_S
+from trafka.client.metadata import DEFAULT_TIMEOUT_S
 from trafka.spark.commands import check_command, export_command
 from trafka.spark.session import DEFAULT_MASTER
 

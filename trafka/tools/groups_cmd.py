@@ -38,8 +38,9 @@ import typer
 
 from trafka.group.consumer_protocol import assigned_partitions
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
 
 groups_app = typer.Typer(
     help="List, describe, reset and delete consumer groups.", no_args_is_help=True
@@ -176,7 +177,7 @@ class _Admin:
             await conn.close()
 
     async def request(
-        self, address: tuple[str, int], api_key: int, version: int, data: dict[str, Any]
+        self, address: tuple[str, int], api_key: ApiKey, version: int, data: dict[str, Any]
     ) -> Any:
         cls = codec.request_class(api_key, version)
         assert cls is not None, (api_key, version)
@@ -186,7 +187,7 @@ class _Admin:
     async def metadata(self, topics: Sequence[str] | None) -> None:
         response = await self.request(
             self._bootstrap,
-            3,
+            ApiKey.METADATA,
             8,
             {
                 "topics": None if topics is None else [{"name": t} for t in topics],
@@ -204,7 +205,9 @@ class _Admin:
                 self.leaders[(str(topic.name), int(p.partition_index))] = int(p.leader_id)
 
     async def coordinator(self, group: str) -> tuple[int, tuple[str, int]]:
-        response = await self.request(self._bootstrap, 10, 3, {"key": group, "key_type": 0})
+        response = await self.request(
+            self._bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}
+        )
         if int(response.error_code) != 0:
             raise GroupsError(
                 f"cannot find the coordinator of group '{group}': "
@@ -230,7 +233,7 @@ class _Admin:
                 )
             response = await self.request(
                 self.brokers[leader],
-                2,
+                ApiKey.LIST_OFFSETS,
                 4,
                 {
                     "replica_id": -1,
@@ -247,7 +250,10 @@ class _Admin:
     async def describe(self, group: str) -> tuple[Any, int, tuple[str, int]]:
         node_id, address = await self.coordinator(group)
         response = await self.request(
-            address, 15, 5, {"groups": [group], "include_authorized_operations": False}
+            address,
+            ApiKey.DESCRIBE_GROUPS,
+            5,
+            {"groups": [group], "include_authorized_operations": False},
         )
         described = response.groups[0]
         if int(described.error_code) != 0:
@@ -258,7 +264,10 @@ class _Admin:
 
     async def committed(self, group: str, address: tuple[str, int]) -> dict[tuple[str, int], int]:
         response = await self.request(
-            address, 9, 6, {"group_id": group, "topics": None, "require_stable": False}
+            address,
+            ApiKey.OFFSET_FETCH,
+            6,
+            {"group_id": group, "topics": None, "require_stable": False},
         )
         if int(response.error_code) != 0:
             raise GroupsError(
@@ -308,7 +317,9 @@ def list_groups(
         await admin.metadata([])
         listed: dict[str, str] = {}
         for address in admin.brokers.values():
-            response = await admin.request(address, 16, 4, {"states_filter": list(state or [])})
+            response = await admin.request(
+                address, ApiKey.LIST_GROUPS, 4, {"states_filter": list(state or [])}
+            )
             for g in response.groups:
                 listed[str(g.group_id)] = str(g.group_state)
         return sorted(listed.items())
@@ -596,7 +607,7 @@ def reset_offsets(
                 )
             response = await admin.request(
                 address,
-                8,
+                ApiKey.OFFSET_COMMIT,
                 8,
                 {
                     "group_id": group,
@@ -640,7 +651,9 @@ def delete(
         results: dict[str, int] = {}
         for name in group:
             _, address = await admin.coordinator(name)
-            response = await admin.request(address, 42, 2, {"groups_names": [name]})
+            response = await admin.request(
+                address, ApiKey.DELETE_GROUPS, 2, {"groups_names": [name]}
+            )
             for r in response.results:
                 results[str(r.group_id)] = int(r.error_code)
         return results
@@ -686,7 +699,7 @@ def delete_offsets(
         _, address = await admin.coordinator(group)
         response = await admin.request(
             address,
-            47,
+            ApiKey.OFFSET_DELETE,
             0,
             {
                 "group_id": group,

@@ -14,7 +14,10 @@ this node's leaders away, at most 10 s), then logs flushed and checkpoints writt
 value, or a busy port, prints one line on stderr and exits with status 2 (no traceback).
 
 `knode cluster up` writes `<dir>/node-<id>.properties` for each node (listener on
-127.0.0.1:<port + id - 1>, a shared quorum secret kept in `<dir>/quorum.secret`). Nodes
+127.0.0.1:<port + id - 1>, a shared quorum secret kept in `<dir>/quorum.secret`, generated
+at the first `up`). The secret file and the properties files (which hold the secret) are
+mode 0600; an existing secret file that is group/world-readable, empty or shorter than 16
+characters is refused with one line (exit status 2). Nodes
 1..V (`--voters V`, default min(N, 3)) are `process.roles=broker,controller`: quorum voters
 on 127.0.0.1:<quorum-port + id - 1>, any of which can become the controller; the others are
 `process.roles=broker`: quorum learners (a full local replica of the metadata tree, no vote,
@@ -29,7 +32,7 @@ started again by hand with `knode start --id <id> --config <dir>/node-<id>.prope
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 import signal
 import socket
 import subprocess
@@ -41,8 +44,9 @@ from typing import Annotated
 import trio
 import typer
 
+from trafka.metadata_quorum.config import QuorumConfigError, create_secret_file, read_secret_file
 from trafka.node.broker import Broker, StartupError
-from trafka.node.config import BrokerConfig, ConfigError, load_properties_file
+from trafka.node.config.broker import BrokerConfig, ConfigError, load_properties_file
 
 app = typer.Typer(
     name="knode",
@@ -187,6 +191,18 @@ def cluster_properties(
     )
 
 
+def write_private_file(path: Path, text: str) -> None:
+    """Replace `path` with `text`, mode 0600 from the start (it holds the quorum secret)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 @cluster_app.command("up")
 def cluster_up(
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=9, help="number of nodes")] = 3,
@@ -219,9 +235,13 @@ def cluster_up(
         raise _fail(f"--voters {voter_count} is more than --nodes {nodes}")
     directory.mkdir(parents=True, exist_ok=True)
     secret_file = directory / "quorum.secret"
-    if not secret_file.exists():
-        secret_file.write_text(secrets.token_hex(16) + "\n", encoding="ascii")
-    secret = secret_file.read_text(encoding="ascii").strip()
+    try:
+        if secret_file.exists():
+            secret = read_secret_file(secret_file)
+        else:
+            secret, _created = create_secret_file(secret_file)
+    except (QuorumConfigError, OSError) as error:
+        raise _fail(str(error)) from None
     ports = [port + n for n in range(nodes)] + [quorum_port + n for n in range(voter_count)]
     busy = [p for p in ports if _accepts(p)]
     if busy:
@@ -239,11 +259,11 @@ def cluster_up(
     try:
         for node_id in range(1, nodes + 1):
             config_file = directory / f"node-{node_id}.properties"
-            config_file.write_text(
+            write_private_file(
+                config_file,
                 cluster_properties(
                     node_id, nodes, directory, port, quorum_port, secret, voter_count
                 ),
-                encoding="utf-8",
             )
             command = [sys.executable, "-m", "trafka.tools.knode", "start", "--id", str(node_id)]
             command += ["--config", str(config_file)]

@@ -24,7 +24,7 @@ Where the tree comes from (one of):
   a Kafka broker closes the connection on it. `export` also sends DescribeQuorum for its
   status fields.
 
-The requests on a node's listener live in `trafka.node.metadata_client` (shared with the
+The requests on a node's listener live in `trafka.client.metadata` (shared with the
 Spark audit's `--bootstrap-server`); this module re-exports `read_znodes`, `export_remote`,
 `status_from_describe_quorum` and `status_fields` under their old names.
 
@@ -49,15 +49,7 @@ from typing import Annotated
 import trio
 import typer
 
-from trafka.metadata_quorum.bridge import MetadataQuorum
-from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
-from trafka.metadata_quorum.export import export_tree
-from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
-from trafka.metadata_quorum.transport import load_data_dir
-from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
-from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
-from trafka.net.client import KafkaConnection
-from trafka.node.metadata_client import (
+from trafka.client.metadata import (
     DESCRIBE_QUORUM_API_KEY,
     MAX_PAGES,
     METADATA_API_KEY,
@@ -71,6 +63,14 @@ from trafka.node.metadata_client import (
     status_fields,
     status_from_describe_quorum,
 )
+from trafka.metadata_quorum.bridge import MetadataQuorum
+from trafka.metadata_quorum.config import QuorumConfig, QuorumConfigError, load_secret, parse_voters
+from trafka.metadata_quorum.export import export_tree
+from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
+from trafka.metadata_quorum.transport import load_data_dir
+from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
+from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
+from trafka.net.client import KafkaConnection
 
 __all__ = [
     "DESCRIBE_QUORUM_API_KEY",

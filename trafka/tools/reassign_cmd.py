@@ -19,7 +19,7 @@ Formats follow kafka-reassign-partitions.sh and kafka-leader-election.sh (REFERE
 
 Requests that only the controller serves (AlterPartitionReassignments, ElectLeaders) go to
 the controller named in the Metadata response. `generate` uses Kafka's
-`assignReplicasToBrokers` (`trafka.node.controller.assignment`). Failures print one line on
+`assignReplicasToBrokers` (`trafka.node.replica_assignment`). Failures print one line on
 stderr and exit with status 1.
 
 Replication throttles (KIP-73), as kafka-reassign-partitions.sh sets and clears them:
@@ -62,8 +62,9 @@ import trio
 import typer
 
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
-from trafka.node.handlers.kio_shape import build
+from trafka.net.kio_shape import build
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
@@ -120,7 +121,9 @@ async def _connect(address: str) -> KafkaConnection:
     return connection
 
 
-async def _call(connection: KafkaConnection, api_key: int, data: dict[str, Any], high: int) -> Any:
+async def _call(
+    connection: KafkaConnection, api_key: ApiKey, data: dict[str, Any], high: int
+) -> Any:
     try:
         version = connection.version_for(api_key, 0, high)
         request_class = codec.request_class(api_key, version)
@@ -131,7 +134,9 @@ async def _call(connection: KafkaConnection, api_key: int, data: dict[str, Any],
 
 
 async def _metadata(connection: KafkaConnection) -> Any:
-    return await _call(connection, 3, {"topics": None, "allow_auto_topic_creation": False}, 12)
+    return await _call(
+        connection, ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False}, 12
+    )
 
 
 async def _controller(bootstrap: str) -> tuple[KafkaConnection, Any]:
@@ -318,7 +323,7 @@ async def _alter_configs(
         return
     response = await _call(
         connection,
-        44,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
         {
             "resources": [
                 {
@@ -449,12 +454,11 @@ def generate(
     bootstrap_server: Bootstrap = "localhost:9092",
 ) -> None:
     """Propose a plan moving the listed topics onto the listed brokers."""
-    from trafka.node.controller.assignment import (
+    from trafka.node.replica_assignment import (
         AssignmentError,
-        BrokerPlacement,
         assign_replicas_to_brokers,
+        placements_of,
     )
-    from trafka.node.replication.ids import BrokerId
 
     async def command() -> None:
         raw = _read_json(topics_file)
@@ -476,9 +480,7 @@ def generate(
         missing = [t for t in topics if not any(k[0] == t for k in current)]
         if missing:
             raise CommandError(f"Topic {missing[0]} not found")
-        placements = [BrokerPlacement(BrokerId(b), racks.get(b)) for b in brokers]
-        if any(p.rack is None for p in placements):
-            placements = [BrokerPlacement(p.broker_id) for p in placements]
+        placements = placements_of({b: racks.get(b) for b in brokers})
         proposed: dict[tuple[str, int], list[int]] = {}
         for topic in topics:
             partitions = sorted(p for t, p in current if t == topic)
@@ -558,7 +560,7 @@ async def _alter(
         topics.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas})
     return await _call(
         connection,
-        45,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         {
             "timeout": 60_000,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
@@ -590,7 +592,9 @@ def _report(response: Any, verb: str) -> None:
 
 
 async def _ongoing(connection: KafkaConnection) -> dict[tuple[str, int], Any]:
-    response = await _call(connection, 46, {"timeout": 60_000, "topics": None}, 0)
+    response = await _call(
+        connection, ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 60_000, "topics": None}, 0
+    )
     return {(str(t.name), int(p.partition_index)): p for t in response.topics for p in t.partitions}
 
 
@@ -737,7 +741,7 @@ def preferred_elect(
                 topics.setdefault(name, []).append(index)
             response = await _call(
                 connection,
-                43,
+                ApiKey.ELECT_LEADERS,
                 {
                     "election_type": 0 if kind == "PREFERRED" else 1,
                     "topic_partitions": None

@@ -27,7 +27,7 @@ Topics pending deletion: `describe` appends `\tMarkedForDeletion: true` to the t
 to each partition line of a topic queued in `/admin/delete_topics`, as kafka-topics.sh did
 with `--zookeeper` (TopicCommand's ZookeeperTopicService: `zkClient.isTopicMarkedForDeletion`).
 Metadata cannot say it, so the last request on the connection is trafka's private tree read
-(TrafkaDescribeZNodes, API key 10000, `trafka.node.metadata_client.read_znodes`) of the
+(TrafkaDescribeZNodes, API key 10000, `trafka.client.metadata.read_znodes`) of the
 children of `/admin/delete_topics`. Once the controller has started a deletion the brokers
 drop the topic from Metadata (UpdateMetadata with leader -2, CTL-29), so a pending topic that
 Metadata no longer lists is described from the tree, as the ZooKeeper variant did:
@@ -53,11 +53,13 @@ from typing import Annotated, Any
 import trio
 import typer
 
+from trafka.client.metadata import MetadataReadError, read_znodes
+from trafka.log.names import COLLISION_WARNING, has_collision_chars, topic_name_error
 from trafka.metadata_quorum import znodes
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
-from trafka.node.handlers.kio_shape import build
-from trafka.node.metadata_client import MetadataReadError, read_znodes
+from trafka.net.kio_shape import build
 from trafka.node.topics import topic_id_text
 
 topics_app = typer.Typer(
@@ -91,7 +93,9 @@ async def _connect(bootstrap: str) -> KafkaConnection:
     return connection
 
 
-async def _call(connection: KafkaConnection, api_key: int, data: dict[str, Any], high: int) -> Any:
+async def _call(
+    connection: KafkaConnection, api_key: ApiKey, data: dict[str, Any], high: int
+) -> Any:
     version = connection.version_for(api_key, 0, high)
     request_class = codec.request_class(api_key, version)
     assert request_class is not None
@@ -106,7 +110,7 @@ def _error(code: Any, message: str | None) -> str:
 async def _metadata(connection: KafkaConnection, topics: list[str] | None) -> Any:
     return await _call(
         connection,
-        3,
+        ApiKey.METADATA,
         {
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False,
@@ -162,13 +166,19 @@ def create(
     """Create a topic."""
 
     async def command() -> None:
+        # Checked here first, as kafka-topics.sh does (the broker checks again).
+        name_error = topic_name_error(topic)
+        if name_error is not None:
+            raise TopicCommandError(name_error)
+        if has_collision_chars(topic):
+            print(COLLISION_WARNING, file=sys.stderr)
         configs = _parse_configs(config)
         assignment = _parse_assignment(replica_assignment)
         connection = await _connect(bootstrap_server)
         try:
             response = await _call(
                 connection,
-                19,
+                ApiKey.CREATE_TOPICS,
                 {
                     "topics": [
                         {
@@ -227,7 +237,7 @@ async def _topic_configs(
         return {}
     response = await _call(
         connection,
-        32,
+        ApiKey.DESCRIBE_CONFIGS,
         {
             "resources": [
                 {"resource_type": TOPIC_RESOURCE, "resource_name": n, "configuration_keys": None}
@@ -531,10 +541,12 @@ async def _reassignments(
     """(topic, partition) -> (adding, removing) from ListPartitionReassignments; empty when
     the broker does not offer API 46."""
     try:
-        connection.version_for(46, 0, 0)
+        connection.version_for(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
     except UnsupportedByBroker:
         return {}
-    response = await _call(connection, 46, {"timeout": 30000, "topics": None}, 0)
+    response = await _call(
+        connection, ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 30000, "topics": None}, 0
+    )
     if int(response.error_code) != 0:
         raise TopicCommandError(_error(response.error_code, response.error_message))
     return {
@@ -630,13 +642,13 @@ def delete(
     async def command() -> None:
         connection = await _connect(bootstrap_server)
         try:
-            version = connection.version_for(20, 1, 6)
+            version = connection.version_for(ApiKey.DELETE_TOPICS, 1, 6)
             data: dict[str, Any] = {"timeout": 30000}
             if version >= 6:
                 data["topics"] = [{"name": topic}]
             else:
                 data["topic_names"] = [topic]
-            response = await _call(connection, 20, data, version)
+            response = await _call(connection, ApiKey.DELETE_TOPICS, data, version)
         finally:
             await connection.close()
         result = response.responses[0]
@@ -673,7 +685,7 @@ def alter(
         try:
             response = await _call(
                 connection,
-                37,
+                ApiKey.CREATE_PARTITIONS,
                 {
                     "topics": [
                         {

@@ -39,6 +39,7 @@ from typing import Annotated
 
 import typer
 
+from trafka.net.api_keys import ApiKey
 from trafka.tools.groups_cmd import GroupsError, _Admin, _error_name, _run, format_table
 
 transactions_app = typer.Typer(
@@ -76,7 +77,7 @@ async def _producers(admin: _Admin, topic: str, partition: int) -> list[Producer
         raise GroupsError(f"no leader for {topic}-{partition}")
     response = await admin.request(
         admin.brokers[leader],
-        61,
+        ApiKey.DESCRIBE_PRODUCERS,
         0,
         {"topics": [{"name": topic, "partition_indexes": [partition]}]},
     )
@@ -102,7 +103,7 @@ async def _listings(admin: _Admin) -> list[tuple[str, int, int, str]]:
     rows = []
     for broker_id, address in sorted(admin.brokers.items()):
         response = await admin.request(
-            address, 66, 0, {"state_filters": [], "producer_id_filters": []}
+            address, ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []}
         )
         for t in response.transaction_states:
             rows.append(
@@ -131,7 +132,7 @@ def describe(
         await admin.metadata([])
         found = await admin.request(
             admin._bootstrap,
-            10,
+            ApiKey.FIND_COORDINATOR,
             3,
             {"key": transactional_id, "key_type": _TRANSACTION_KEY_TYPE},
         )
@@ -142,7 +143,10 @@ def describe(
             )
         coordinator = int(found.node_id)
         response = await admin.request(
-            (str(found.host), int(found.port)), 65, 0, {"transactional_ids": [transactional_id]}
+            (str(found.host), int(found.port)),
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            0,
+            {"transactional_ids": [transactional_id]},
         )
         state = response.transaction_states[0]
         if int(state.error_code) != 0:
@@ -257,7 +261,7 @@ def abort(
             raise GroupsError(f"no leader for {topic}-{partition}")
         response = await admin.request(
             admin.brokers[leader],
-            27,
+            ApiKey.WRITE_TXN_MARKERS,
             1,
             {
                 "markers": [

@@ -1,22 +1,34 @@
-"""An in-memory znode tree that executes `ControllerStep.writes` as ZooKeeper's multi would,
-and a driver that feeds a `Controller` and honours the shell contract of `effects.py`.
-
-A fake with the tree's semantics (versions, all-or-nothing multi, parents, recursive
-delete, sequential children), not a mock: tests assert on the resulting tree.
+"""The controller simulations' tree: the quorum's real `ZNodeTree` behind `LocalTransport`
+(see `RealTree`), and a driver that feeds a `Controller` and honours the shell contract of
+`effects.py`. Tests assert on the resulting tree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
 
 from trafka.metadata_quorum import znodes
+from trafka.metadata_quorum.config import QuorumConfig, Voter
+from trafka.metadata_quorum.local import LocalTransport
+from trafka.metadata_quorum.tree import (
+    Create,
+    CreateResult,
+    Entry,
+    Multi,
+    MultiResult,
+    Operation,
+    Result,
+    SetData,
+    SetDataResult,
+    ZNodeTree,
+)
 from trafka.node.controller.effects import (
-    CheckVersion,
     ControllerStep,
     CreateNode,
     DeleteNode,
-    SetNode,
     ZnodeOp,
 )
 from trafka.node.controller.events import ControllerEvent, ControllerFailover, WritesFailed
@@ -40,98 +52,83 @@ from trafka.node.controller.payloads import (
     topic_config_path,
     topic_path,
 )
+from trafka.node.controller.tree_ops import encode, to_multi_ops
 from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
+
+T = TypeVar("T")
 
 
 class MultiFailed(Exception):
     pass
 
 
-@dataclass
-class FakeTree:
-    nodes: dict[str, tuple[Any, int]] = field(default_factory=dict)
-    zxid: int = 0
-    sequence: int = 0
+class RealTree:
+    """The tree the controller simulations run on: the quorum's real `ZNodeTree` behind the
+    in-memory `LocalTransport` (every write is an `Entry` proposed and applied as on a node,
+    bytes and Kafka's JSON, real multi semantics), so the flow tests double as a contract test
+    of the controller's writes (STYLE 7). Controller writes go through `tree_ops.to_multi_ops`.
+    Synchronous: `LocalTransport` applies each proposal at once."""
 
-    def children(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        return sorted(
-            p[len(prefix) :]
-            for p in self.nodes
-            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+    def __init__(self) -> None:
+        config = QuorumConfig(
+            1, (Voter(1, "127.0.0.1", 0),), Path("/nonexistent"), "", gil_switch_interval_s=None
         )
+        self.transport = LocalTransport(config, lambda _entry, _applied: None)
 
-    def get(self, path: str) -> Any:
-        return self.nodes[path][0]
+    def _submit(self, op: Operation) -> Result:
+        answers: list[Result | None] = []
+        self.transport.propose(Entry("", 0, 0, op), lambda result, _failure: answers.append(result))
+        (answer,) = answers
+        assert answer is not None
+        return answer
 
-    def version(self, path: str) -> int:
-        return self.nodes[path][1]
+    def _read(self, reader: Callable[[ZNodeTree], T]) -> T:
+        return self.transport.read(reader)
 
     def exists(self, path: str) -> bool:
-        return path in self.nodes
+        return self._read(lambda tree: tree.exists(path)) is not None
+
+    def children(self, path: str) -> list[str]:
+        return sorted(self._read(lambda tree: tree.children(path))) if self.exists(path) else []
+
+    def version(self, path: str) -> int:
+        return self._read(lambda tree: tree.get(path))[1].version
+
+    def get(self, path: str) -> Any:
+        data, stat = self._read(lambda tree: tree.get(path))
+        return _decode(path, data, stat.czxid)
 
     def create(self, path: str, data: Any) -> int:
         """Create with parents; returns the creation zxid (a broker epoch)."""
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts)):
-            parent = "/" + "/".join(parts[:i])
-            if parent not in self.nodes:
-                self.nodes[parent] = (None, 0)
-        if path in self.nodes:
-            raise MultiFailed(f"exists: {path}")
-        self.zxid += 1
-        self.nodes[path] = (data, 0)
-        return self.zxid
+        if isinstance(data, BrokerInfo):
+            data = _registration(data)
+        if not self.multi((CreateNode(path, data),)):
+            raise MultiFailed(f"create {path}")
+        return self._read(lambda tree: tree.get(path))[1].czxid
 
     def create_sequential(self, parent: str, prefix: str, data: Any) -> str:
-        name = f"{prefix}{self.sequence:010d}"
-        self.sequence += 1
-        self.create(f"{parent}/{name}", data)
-        return name
+        """`<parent>/<prefix><10 digits>` (the parent created first if missing, as a node's
+        ISR writer does at start)."""
+        if not self.exists(parent):
+            self.create(parent, None)
+        result = self._submit(Create(f"{parent}/{prefix}", encode(data), sequential=True))
+        assert isinstance(result, CreateResult), result
+        return str(result.path).rsplit("/", 1)[1]
 
     def set(self, path: str, data: Any, expected_version: int) -> int:
-        if path not in self.nodes:
-            raise MultiFailed(f"no node: {path}")
-        _, version = self.nodes[path]
-        if expected_version != -1 and expected_version != version:
-            raise MultiFailed(f"bad version {path}: {version} != {expected_version}")
-        self.nodes[path] = (data, version + 1)
-        return version + 1
+        result = self._submit(SetData(path, encode(data), expected_version))
+        if not isinstance(result, SetDataResult):
+            raise MultiFailed(f"set {path}: {result}")
+        return result.stat.version
 
     def delete(self, path: str, recursive: bool = False) -> None:
-        if path not in self.nodes:
-            raise MultiFailed(f"no node: {path}")
-        below = [p for p in self.nodes if p.startswith(path + "/")]
-        if below and not recursive:
-            raise MultiFailed(f"not empty: {path}")
-        for p in [*below, path]:
-            del self.nodes[p]
+        if not self.multi((DeleteNode(path, recursive=recursive),)):
+            raise MultiFailed(f"delete {path}")
 
     def multi(self, ops: tuple[ZnodeOp, ...]) -> bool:
-        saved = (dict(self.nodes), self.zxid, self.sequence)
-        try:
-            for op in ops:
-                self._apply(op)
-        except MultiFailed:
-            self.nodes, self.zxid, self.sequence = saved
-            return False
-        return True
-
-    def _apply(self, op: ZnodeOp) -> None:
-        if isinstance(op, CheckVersion):
-            if op.path not in self.nodes or self.version(op.path) != op.expected_version:
-                raise MultiFailed(f"check failed: {op.path}")
-        elif isinstance(op, CreateNode) and op.sequential:
-            parent, prefix = op.path.rsplit("/", 1)
-            self.create_sequential(parent, prefix, op.data)
-        elif isinstance(op, CreateNode):
-            self.create(op.path, op.data)
-        elif isinstance(op, SetNode):
-            self.set(op.path, op.data, op.expected_version)
-        elif isinstance(op, DeleteNode):
-            if op.if_exists and op.path not in self.nodes:
-                return
-            self.delete(op.path, op.recursive)
+        multi_ops = self._read(lambda tree: to_multi_ops(ops, tree))
+        result = self._submit(Multi(multi_ops))
+        return isinstance(result, MultiResult) and result.error_index == -1
 
     # -- what a shell reads ---------------------------------------------------------------
 
@@ -200,7 +197,7 @@ class FakeTree:
 
 def new_tree(
     *brokers: int, racks: dict[int, str] | None = None, with_epoch: bool = True
-) -> FakeTree:
+) -> RealTree:
     tree = TREE_CLASS()
     if with_epoch:
         tree.create(CONTROLLER_EPOCH_PATH, znodes.ControllerEpoch(0))
@@ -209,29 +206,28 @@ def new_tree(
     return tree
 
 
-def register(tree: FakeTree, broker: int, racks: dict[int, str] | None = None) -> BrokerInfo:
+def register(tree: RealTree, broker: int, racks: dict[int, str] | None = None) -> BrokerInfo:
     path = f"{BROKER_IDS_PATH}/{broker}"
-    epoch = tree.zxid + 1
     info = BrokerInfo(
         BrokerId(broker),
-        epoch,
+        0,
         (racks or {}).get(broker),
         (f"PLAINTEXT://127.0.0.1:{9090 + broker}",),
     )
-    tree.create(path, info)
-    return info
+    epoch = tree.create(path, info)
+    return replace(info, broker_epoch=epoch)
 
 
-def unregister(tree: FakeTree, broker: int) -> None:
+def unregister(tree: RealTree, broker: int) -> None:
     tree.delete(f"{BROKER_IDS_PATH}/{broker}")
 
 
-def create_topic(tree: FakeTree, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+def create_topic(tree: RealTree, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
     data = znodes.TopicAssignment({p: tuple(rs) for p, rs in assignment.items()})
     tree.create(topic_path(topic), data)
 
 
-def set_topic_config(tree: FakeTree, topic: str, configs: dict[str, str]) -> None:
+def set_topic_config(tree: RealTree, topic: str, configs: dict[str, str]) -> None:
     """What a broker's (Incremental)AlterConfigs writes: `/config/topics/<topic>`."""
     data = znodes.EntityConfig(dict(configs))
     if tree.exists(topic_config_path(topic)):
@@ -240,11 +236,11 @@ def set_topic_config(tree: FakeTree, topic: str, configs: dict[str, str]) -> Non
         tree.create(topic_config_path(topic), data)
 
 
-def request_deletion(tree: FakeTree, topic: str) -> None:
+def request_deletion(tree: RealTree, topic: str) -> None:
     tree.create(delete_topic_path(topic), None)
 
 
-def write_plan(tree: FakeTree, plan: dict[TopicPartition, tuple[int, ...]]) -> None:
+def write_plan(tree: RealTree, plan: dict[TopicPartition, tuple[int, ...]]) -> None:
     data = reassignment_plan({tp: tuple(BrokerId(b) for b in rs) for tp, rs in plan.items()})
     if tree.exists(REASSIGN_PARTITIONS_PATH):
         tree.set(REASSIGN_PARTITIONS_PATH, data, -1)
@@ -252,7 +248,7 @@ def write_plan(tree: FakeTree, plan: dict[TopicPartition, tuple[int, ...]]) -> N
         tree.create(REASSIGN_PARTITIONS_PATH, data)
 
 
-def write_preferred(tree: FakeTree, tps: tuple[TopicPartition, ...]) -> None:
+def write_preferred(tree: RealTree, tps: tuple[TopicPartition, ...]) -> None:
     tree.create(
         PREFERRED_REPLICA_ELECTION_PATH, znodes.PreferredReplicaElection(to_znode_partitions(tps))
     )
@@ -262,14 +258,14 @@ def write_preferred(tree: FakeTree, tps: tuple[TopicPartition, ...]) -> None:
 class Driver:
     """Feeds events to a controller the way the shell will (effects.py contract)."""
 
-    tree: FakeTree
+    tree: RealTree
     controller: Controller
     steps: list[ControllerStep] = field(default_factory=list)
     failed_multis: int = 0
 
     @classmethod
     def elect(
-        cls, tree: FakeTree, broker: int, config: ControllerConfig | None = None, now_ms: int = 0
+        cls, tree: RealTree, broker: int, config: ControllerConfig | None = None, now_ms: int = 0
     ) -> Driver:
         driver = cls(tree, Controller(BrokerId(broker), config))
         driver.run(ControllerFailover(tree.snapshot(), now_ms))
@@ -291,7 +287,7 @@ class Driver:
         return versioned.data
 
 
-def leader_changes_isr(tree: FakeTree, tp: TopicPartition, isr: tuple[int, ...]) -> Any:
+def leader_changes_isr(tree: RealTree, tp: TopicPartition, isr: tuple[int, ...]) -> Any:
     """What a partition leader does on ISR expand/shrink: a conditional write of the state
     (same leader and epoch) plus a sequential notification child; returns the event the
     shell would then build."""
@@ -311,70 +307,6 @@ def leader_changes_isr(tree: FakeTree, tp: TopicPartition, isr: tuple[int, ...])
     state = tree.partition_state(tp)
     assert state is not None
     return IsrChangeNotification((child,), {tp: state})
-
-
-class RealTree(FakeTree):
-    """The same interface over the quorum's real `ZNodeTree` (bytes, Kafka's JSON), so the
-    flow tests double as a contract test of the controller's writes against the real
-    multi semantics and codecs (STYLE 7). Writes go through `tree_ops.to_multi_ops`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        from trafka.metadata_quorum.tree import ZNodeTree
-
-        self.real = ZNodeTree()
-
-    def _submit(self, op: Any) -> Any:
-        from trafka.metadata_quorum.tree import Entry
-
-        return self.real.apply(Entry("", 0, 0, op)).result
-
-    def exists(self, path: str) -> bool:
-        return self.real.exists(path) is not None
-
-    def children(self, path: str) -> list[str]:
-        return sorted(self.real.children(path)) if self.exists(path) else []
-
-    def version(self, path: str) -> int:
-        return self.real.get(path)[1].version
-
-    def get(self, path: str) -> Any:
-        data, stat = self.real.get(path)
-        return _decode(path, data, stat.czxid)
-
-    def create(self, path: str, data: Any) -> int:
-        if isinstance(data, BrokerInfo):
-            data = _registration(data)
-        if not self.multi((CreateNode(path, data),)):
-            raise MultiFailed(f"create {path}")
-        return self.real.get(path)[1].czxid
-
-    def create_sequential(self, parent: str, prefix: str, data: Any) -> str:
-        from trafka.metadata_quorum.tree import Create
-        from trafka.node.controller.tree_ops import encode
-
-        result = self._submit(Create(f"{parent}/{prefix}", encode(data), sequential=True))
-        return str(result.path).rsplit("/", 1)[1]
-
-    def set(self, path: str, data: Any, expected_version: int) -> int:
-        from trafka.metadata_quorum.tree import SetData, SetDataResult
-        from trafka.node.controller.tree_ops import encode
-
-        result = self._submit(SetData(path, encode(data), expected_version))
-        if not isinstance(result, SetDataResult):
-            raise MultiFailed(f"set {path}: {result}")
-        return result.stat.version
-
-    def delete(self, path: str, recursive: bool = False) -> None:
-        if not self.multi((DeleteNode(path, recursive=recursive),)):
-            raise MultiFailed(f"delete {path}")
-
-    def multi(self, ops: tuple[ZnodeOp, ...]) -> bool:
-        from trafka.metadata_quorum.tree import Multi
-        from trafka.node.controller.tree_ops import to_multi_ops
-
-        result = self._submit(Multi(to_multi_ops(ops, self.real)))
-        return getattr(result, "error_index", 0) == -1
 
 
 def _registration(info: BrokerInfo) -> znodes.BrokerRegistration:
@@ -410,5 +342,5 @@ def _decode(path: str, data: bytes, czxid: int) -> Any:
     return None
 
 
-TREE_CLASS: type[FakeTree] = FakeTree
+TREE_CLASS: type[RealTree] = RealTree
 """Which tree `new_tree` builds; the flow tests run once with each."""

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from trafka.node.controller.assignment import (
+from trafka.node.replica_assignment import (
     AssignmentError,
     BrokerPlacement,
     assign_replicas_to_brokers,

@@ -1,4 +1,4 @@
-"""Controller flows driven through a fake tree (CTL-25, 29, 33, 36-38, 41-44)."""
+"""Controller flows driven through the quorum's real tree (CTL-25, 29, 33, 36-38, 41-44)."""
 
 from __future__ import annotations
 
@@ -54,9 +54,9 @@ T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
 
 
-@pytest.fixture(autouse=True, params=[harness.FakeTree, harness.RealTree], ids=["fake", "real"])
+@pytest.fixture(autouse=True, params=[harness.RealTree], ids=["real"])
 def tree_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every flow runs on the fake tree and on the quorum's real ZNodeTree."""
+    """Every flow runs on the quorum's real ZNodeTree behind LocalTransport."""
     monkeypatch.setattr(harness, "TREE_CLASS", request.param)
 
 

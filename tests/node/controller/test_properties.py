@@ -8,13 +8,13 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafka.node.controller.assignment import BrokerPlacement, assign_replicas_to_brokers
 from trafka.node.controller.selectors import (
     Election,
     controlled_shutdown_leader,
     offline_partition_leader,
     preferred_replica_leader,
 )
+from trafka.node.replica_assignment import BrokerPlacement, assign_replicas_to_brokers
 from trafka.node.replication.ids import BrokerId
 
 brokers_st = st.lists(st.integers(0, 20), min_size=1, max_size=8, unique=True)

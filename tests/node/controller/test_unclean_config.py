@@ -41,7 +41,7 @@ OFF = {"unclean.leader.election.enable": "false"}
 NO_LIVE_ISR = ElectionFailureReason.NO_LIVE_ISR_AND_UNCLEAN_DISABLED
 
 
-@pytest.fixture(autouse=True, params=[harness.FakeTree, harness.RealTree], ids=["fake", "real"])
+@pytest.fixture(autouse=True, params=[harness.RealTree], ids=["real"])
 def tree_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(harness, "TREE_CLASS", request.param)
 

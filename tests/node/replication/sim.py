@@ -1,9 +1,9 @@
 """A seeded, deterministic simulation of a small cluster (STYLE 6).
 
 Brokers hold in-memory logs of (leader_epoch, value) records; the real `Controller` runs on
-the lowest live broker and its steps are executed against the fake tree; the real
-`PartitionLeaderState` keeps each leader's books; followers fetch and, in
-`Mode.LEADER_EPOCH`, truncate with the real OffsetForLeaderEpoch decision (KIP-101/279).
+the lowest live broker and its steps are executed against the quorum's real tree (behind
+`LocalTransport`); the real `PartitionLeaderState` keeps each leader's books; followers fetch
+and, in `Mode.LEADER_EPOCH`, truncate with the real OffsetForLeaderEpoch decision (KIP-101/279).
 `Mode.HIGH_WATERMARK` is the pre-0.11 control: truncate to the (checkpointed) HW on restart
 and on becoming follower (REP-26).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from tests.node.controller.harness import (
-    FakeTree,
+    RealTree,
     create_topic,
     new_tree,
     register,
@@ -156,7 +156,7 @@ class SimCluster:
         self.check = check
         self.now_ms = 1_000_000
         self.trace: list[str] = []
-        self.tree: FakeTree = new_tree(*brokers)
+        self.tree: RealTree = new_tree(*brokers)
         assignment = partitions or {0: brokers}
         self.tps = [TopicPartition("t", p) for p in sorted(assignment)]
         self.brokers = {b: SimBroker(b, {tp: ReplicaLog() for tp in self.tps}) for b in brokers}

@@ -6,18 +6,21 @@ are never held back)."""
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
+from trafka.node.controller.isr_writes import TreeIsrWrites
 from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_fetcher import ReplicaFetchers
-from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.replication.follower import PartitionFollowerState
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, TopicPartition
+from trafka.node.replication.replica_fetcher import ReplicaFetchers
+from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.replication.throttle import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
@@ -203,8 +206,15 @@ class Clock:
         return self.now_ms
 
 
-async def _leader(tmp_path: Path, isr: tuple[int, ...]) -> tuple[ReplicaManager, Clock]:
-    store = FileMetadataStore(tmp_path / "tree.json")
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
+
+
+async def _leader(
+    tmp_path: Path, store: MetadataStore, isr: tuple[int, ...]
+) -> tuple[ReplicaManager, Clock]:
     topics = TopicManager(
         store,
         node_id=1,
@@ -221,7 +231,9 @@ async def _leader(tmp_path: Path, isr: tuple[int, ...]) -> tuple[ReplicaManager,
         topics=topics,
         log_manager=logs,
         log_config_for=lambda _topic: LogConfig(),
-        now_ms=clock,
+        store=store,
+        isr_writes=TreeIsrWrites(store),
+        clock=SimpleNamespace(now_ms=clock),
     )
     manager.apply_leader_and_isr(
         [PartitionStateUpdate(name, 0, 1, 1, 1, isr, 0, (1, 2)) for name in ("moving", "still")]
@@ -248,9 +260,9 @@ def _fetch(manager: ReplicaManager, topic: str, replica_id: int = 2) -> int:
 
 
 async def test_out_of_sync_follower_is_held_back_once_the_quota_is_exceeded(
-    tmp_path: Path,
+    tmp_path: Path, store: MetadataStore
 ) -> None:
-    manager, clock = await _leader(tmp_path, isr=(1,))
+    manager, clock = await _leader(tmp_path, store, isr=(1,))
     size = _fetch(manager, "moving")
     assert size > 1000  # nothing recorded yet: the first fetch is served
     manager.record_leader_throttled_bytes([("moving", 0, size), ("still", 0, 5000)])
@@ -261,8 +273,8 @@ async def test_out_of_sync_follower_is_held_back_once_the_quota_is_exceeded(
     assert _fetch(manager, "moving") == size
 
 
-async def test_in_sync_follower_is_never_held_back(tmp_path: Path) -> None:
-    manager, clock = await _leader(tmp_path, isr=(1, 2))
+async def test_in_sync_follower_is_never_held_back(tmp_path: Path, store: MetadataStore) -> None:
+    manager, clock = await _leader(tmp_path, store, isr=(1, 2))
     size = _fetch(manager, "moving")
     manager.record_leader_throttled_bytes([("moving", 0, size)])
     assert manager.leader_quota.is_quota_exceeded(clock.now_ms)

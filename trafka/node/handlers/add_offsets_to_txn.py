@@ -15,15 +15,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService, client_error
+from trafka.node.txn_service import client_error
 
 
-@register(api_key=25, name="AddOffsetsToTxn", min_version=0, max_version=3)
+@register(api_key=ApiKey.ADD_OFFSETS_TO_TXN, name="AddOffsetsToTxn", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = TransactionService.of(ctx.broker)
+    service = ctx.services.transactions
     if not request.group_id:
         error = ErrorCode.invalid_group_id
     else:

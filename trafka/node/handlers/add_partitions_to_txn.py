@@ -18,10 +18,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService, client_error
+from trafka.node.txn_service import client_error
 from trafka.txn.coordinator import TopicPartition
 
 _FENCED_SINCE = 2
@@ -31,7 +32,7 @@ _BATCHED_SINCE = 4
 def _unknown(ctx: RequestContext, partitions: tuple[TopicPartition, ...]) -> set[TopicPartition]:
     unknown = set()
     for tp in partitions:
-        state = ctx.broker.topics.get(tp.topic)
+        state = ctx.services.topics.get(tp.topic)
         if state is None or tp.partition not in state.partitions:
             unknown.add(tp)
     return unknown
@@ -49,7 +50,7 @@ async def _transaction(
     partitions = tuple(
         TopicPartition(str(topic.name), int(p)) for topic in topics for p in topic.partitions
     )
-    service = TransactionService.of(ctx.broker)
+    service = ctx.services.transactions
     errors: dict[TopicPartition, int]
     unknown = _unknown(ctx, partitions)
     if unknown:
@@ -80,7 +81,9 @@ async def _transaction(
     return [{"name": name, "results_by_partition": rows} for name, rows in by_topic.items()]
 
 
-@register(api_key=24, name="AddPartitionsToTxn", min_version=0, max_version=5)
+@register(
+    api_key=ApiKey.ADD_PARTITIONS_TO_TXN, name="AddPartitionsToTxn", min_version=0, max_version=5
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(request)
     if ctx.api_version < _BATCHED_SINCE:

@@ -5,9 +5,9 @@
 TOPIC (2): the given keys become the topic's complete override set (`/config/topics/<t>`),
 validated by `trafka.log.config` (INVALID_CONFIG). BROKER (4): this broker's dynamic keys
 (`/config/brokers/<id>`), or with the name "" the cluster-wide default
-(`/config/brokers/<default>`); only keys marked dynamic in `trafka.node.config`
+(`/config/brokers/<default>`); only keys marked dynamic in `trafka.node.config.broker`
 (INVALID_REQUEST otherwise). After the write the broker creates a config change
-notification (`/config/changes/config_change_<seq>`, `trafka.node.config_changes`): every
+notification (`/config/changes/config_change_<seq>`, `trafka.node.config.changes`): every
 broker, the partition leaders included, re-reads the entity and applies it to its topic
 cache, its open logs, its replication throttles (KIP-73) and its broker config, without a
 restart.
@@ -23,9 +23,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import refresh_topic_from_tree
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
@@ -35,7 +36,7 @@ def _replace_all(
     return configs
 
 
-@register(api_key=33, name="AlterConfigs", min_version=0, max_version=2)
+@register(api_key=ApiKey.ALTER_CONFIGS, name="AlterConfigs", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     await refresh_topic_from_tree(
@@ -43,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         configs = {str(c.name): c.value for c in resource.configs}
-        error_code, message = await ctx.broker.alter_configs(
+        error_code, message = await ctx.services.configs.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
             functools.partial(_replace_all, configs),

@@ -25,33 +25,38 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.events import CancelReassignment
+from trafka.node.controller.tree_reads import read_brokers, read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import TopicPartition
 
 
-def _moving(broker: Any, tp: TopicPartition) -> bool:
-    quorum = broker.quorum
-    from trafka.node.controller_service import read_reassignment, read_topics
-
-    plan = read_reassignment(quorum)
+def _moving(store: MetadataStore, tp: TopicPartition) -> bool:
+    plan = read_reassignment(store)
     if plan is not None and any(
         p.topic == tp.topic and p.partition == tp.partition for p in plan.data.partitions
     ):
         return True
-    topic = read_topics(quorum).get(tp.topic)
+    topic = read_topics(store).get(tp.topic)
     return topic is not None and bool(
         topic.data.adding_replicas.get(tp.partition)
         or topic.data.removing_replicas.get(tp.partition)
     )
 
 
-@register(api_key=45, name="AlterPartitionReassignments", min_version=0, max_version=1)
+@register(
+    api_key=ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    name="AlterPartitionReassignments",
+    min_version=0,
+    max_version=1,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    service = broker.controller_service
+    services = ctx.services
+    service = services.controller
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
     if service is None or not service.is_active:
         return build(
@@ -63,20 +68,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "responses": [],
             },
         )
-    from trafka.node.controller_service import read_brokers, read_reassignment
-
-    quorum = broker.quorum
-    live = {int(b.broker_id) for b in read_brokers(quorum)}
+    store = services.store
+    live = {int(b.broker_id) for b in read_brokers(store)}
     targets: dict[TopicPartition, tuple[int, ...]] = {}
     cancels: list[TopicPartition] = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(str(topic.name), int(p.partition_index))
             key = (tp.topic, tp.partition)
-            if broker.topics.partition(tp.topic, tp.partition) is None:
+            if services.topics.partition(tp.topic, tp.partition) is None:
                 results[key] = (int(ErrorCode.unknown_topic_or_partition), None)
             elif p.replicas is None:
-                if _moving(broker, tp):
+                if _moving(store, tp):
                     cancels.append(tp)
                     results[key] = (0, None)
                 else:
@@ -97,7 +100,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     targets[tp] = replicas
                     results[key] = (0, None)
     if targets:
-        current = read_reassignment(quorum)
+        current = read_reassignment(store)
         merged = {
             TopicPartition(p.topic, p.partition): tuple(p.replicas)
             for p in (current.data.partitions if current is not None else ())
@@ -109,8 +112,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 for tp in sorted(merged)
             )
         )
-        store = broker.store
-        assert store is not None
         await store.put(znodes.REASSIGN_PARTITIONS, plan.to_json())
         service.wake()
     if cancels:

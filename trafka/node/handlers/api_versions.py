@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import REGISTRY, register
 
 
-@register(api_key=18, name="ApiVersions", min_version=0, max_version=3)
+@register(api_key=ApiKey.API_VERSIONS, name="ApiVersions", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         response_class(request),

@@ -16,19 +16,22 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.effects import ControlledShutdownAnswer
 from trafka.node.controller.events import ControlledShutdown
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import BrokerId
 
 ANSWER_TIMEOUT_S = 10.0
 
 
-@register(api_key=7, name="ControlledShutdown", min_version=1, max_version=3)
+@register(
+    api_key=ApiKey.CONTROLLED_SHUTDOWN, name="ControlledShutdown", min_version=1, max_version=3
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = ctx.broker.controller_service
+    service = ctx.services.controller
     if service is None or not service.is_active:
         return build(
             response_class(request),

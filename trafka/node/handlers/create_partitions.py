@@ -18,15 +18,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 
 
-@register(api_key=37, name="CreatePartitions", min_version=0, max_version=3)
+@register(api_key=ApiKey.CREATE_PARTITIONS, name="CreatePartitions", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
     results = []
     for topic in request.topics:
@@ -40,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if topic.assignments
                 else None
             )
-            await broker.add_partitions(
+            await services.topic_admin.add_partitions(
                 name, int(topic.count), assignments, validate_only=bool(request.validate_only)
             )
         except TopicError as error:

@@ -22,15 +22,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 
 
-@register(api_key=19, name="CreateTopics", min_version=2, max_version=7)
+@register(api_key=ApiKey.CREATE_TOPICS, name="CreateTopics", min_version=2, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
     results = []
     for topic in request.topics:
@@ -59,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             assignments = {
                 int(a.partition_index): [int(b) for b in a.broker_ids] for a in topic.assignments
             }
-            state_or_plan = await broker.create_topic(
+            state_or_plan = await services.topic_admin.create_topic(
                 name,
                 int(topic.num_partitions),
                 int(topic.replication_factor),
@@ -78,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "config_source": int(entry.source),
                     "is_sensitive": entry.sensitive,
                 }
-                for entry in broker.describe_topic_configs(name, clean)
+                for entry in services.configs.describe_topic_configs(name, clean)
             ]
         except TopicError as error:
             result["error_code"] = int(error.error_code)

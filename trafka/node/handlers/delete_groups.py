@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=42, name="DeleteGroups", min_version=0, max_version=2)
+@register(api_key=ApiKey.DELETE_GROUPS, name="DeleteGroups", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
+    service = ctx.services.groups
     results = []
     for group_id in request.groups_names:
         deletion = await service.delete_group(str(group_id))

@@ -15,14 +15,15 @@ from typing import Any
 
 import trio
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=21, name="DeleteRecords", min_version=0, max_version=2)
+@register(api_key=ApiKey.DELETE_RECORDS, name="DeleteRecords", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

@@ -19,17 +19,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 
 _ZERO = uuid.UUID(int=0)
 
 
-@register(api_key=20, name="DeleteTopics", min_version=1, max_version=6)
+@register(api_key=ApiKey.DELETE_TOPICS, name="DeleteTopics", min_version=1, max_version=6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     wanted: list[tuple[str | None, uuid.UUID | None]]
     if hasattr(request, "topics"):
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         }
         try:
             if not name and topic_id is not None and topic_id != _ZERO:
-                state = broker.topics.by_id(topic_id)
+                state = services.topics.by_id(topic_id)
                 if state is None:
                     raise TopicError(
                         ErrorCode.unknown_topic_id, "This server does not host this topic ID."
@@ -57,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise TopicError(ErrorCode.invalid_request, "Neither topic name nor id given")
             if counts[name] > 1:
                 raise TopicError(ErrorCode.invalid_request, "Duplicate topic in request.")
-            state = broker.topics.get(name)
+            state = services.topics.get(name)
             if state is None:
                 raise TopicError(
                     ErrorCode.unknown_topic_or_partition,
@@ -68,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}"
                 )
             result["topic_id"] = state.topic_id
-            await broker.delete_topic(name)
+            await services.topic_admin.delete_topic(name)
         except TopicError as error:
             result["error_code"] = int(error.error_code)
             result["error_message"] = error.message

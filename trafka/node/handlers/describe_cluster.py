@@ -13,16 +13,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 BROKERS_ENDPOINT = 1
 
 
-@register(api_key=60, name="DescribeCluster", min_version=0, max_version=1)
+@register(api_key=ApiKey.DESCRIBE_CLUSTER, name="DescribeCluster", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     endpoint_type = int(getattr(request, "endpoint_type", BROKERS_ENDPOINT))
     error = 0 if endpoint_type == BROKERS_ENDPOINT else int(ErrorCode.unsupported_endpoint_type)
     return build(
@@ -32,11 +33,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "error_code": error,
             "error_message": None,
             "endpoint_type": endpoint_type,
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(),
+            "cluster_id": services.cluster_id,
+            "controller_id": services.metadata.controller_id(),
             "brokers": [
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers()
+                for b in services.metadata.live_brokers()
             ]
             if error == 0
             else [],

@@ -3,10 +3,10 @@
 * v1: include_synonyms; config_source replaces is_default (KIP-226).
 * v2: no change. v3: include_documentation, config_type (KIP-569). v4: flexible (KIP-482).
 
-Resources: TOPIC (2) - every topic key of `trafka.node.topic_configs` with its value:
+Resources: TOPIC (2) - every topic key of `trafka.node.config.topic` with its value:
 the topic override (DYNAMIC_TOPIC_CONFIG), else the broker key it inherits from (synonym,
 STATIC_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG), else Kafka's default (DEFAULT_CONFIG);
-BROKER (4) - every key of `trafka.node.config` for this broker (its own id; another
+BROKER (4) - every key of `trafka.node.config.broker` for this broker (its own id; another
 broker's id gets INVALID_REQUEST: clients send broker resources to that broker); the name ""
 lists the cluster-wide dynamic defaults (`/config/brokers/<default>`, only the keys set
 there, DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka does.
@@ -17,7 +17,7 @@ Topic configs are read fresh: before a TOPIC resource is described (or altered, 
 AlterConfigs / IncrementalAlterConfigs) the broker syncs with the quorum and re-reads the
 topic from the tree (`refresh_topic_from_tree`). A config written through another broker
 reaches this broker's caches anyway through the config change notifications
-(`trafka.node.config_changes`); the sync makes the answer read-your-writes at once.
+(`trafka.node.config.changes`); the sync makes the answer read-your-writes at once.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
@@ -29,8 +29,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 TOPIC_RESOURCE = 2
@@ -42,19 +43,18 @@ async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int
     (its assignment, partition states and `/config/topics/<t>`). A topic this broker has not
     heard of from the controller yet is read too: whether a topic exists is decided by the
     tree, as Kafka's ZK-mode admin manager does (`zkClient.topicExists`)."""
-    broker = ctx.broker
+    services = ctx.services
     names = sorted({name for kind, name in resources if kind == TOPIC_RESOURCE and name})
-    store = getattr(broker, "store", None)
-    if not names or store is None:
+    if not names:
         return
-    await store.sync()
+    await services.store.sync()
     for name in names:
-        await broker.topics.refresh_topic(name)
+        await services.topics.refresh_topic(name)
 
 
-@register(api_key=32, name="DescribeConfigs", min_version=1, max_version=4)
+@register(api_key=ApiKey.DESCRIBE_CONFIGS, name="DescribeConfigs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
@@ -73,16 +73,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "configs": [],
         }
         if resource_type == TOPIC_RESOURCE:
-            if broker.topics.get(name) is None:
+            if services.topics.get(name) is None:
                 result["error_code"] = int(ErrorCode.unknown_topic_or_partition)
                 result["error_message"] = f"Topic {name} does not exist"
                 results.append(result)
                 continue
-            entries = broker.describe_topic_configs(name)
-        elif resource_type == BROKER_RESOURCE and name == str(broker.node_id):
-            entries = broker.describe_broker_configs()
+            entries = services.configs.describe_topic_configs(name)
+        elif resource_type == BROKER_RESOURCE and name == str(services.node_id):
+            entries = services.configs.describe_broker_configs()
         elif resource_type == BROKER_RESOURCE and name == "":
-            entries = broker.describe_default_broker_configs()
+            entries = services.configs.describe_default_broker_configs()
         else:
             result["error_code"] = int(ErrorCode.invalid_request)
             result["error_message"] = f"Unsupported resource {resource_type}/{name!r}"

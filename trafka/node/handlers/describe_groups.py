@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 _UNKNOWN_OPERATIONS = -(2**31)
 
 
-@register(api_key=15, name="DescribeGroups", min_version=0, max_version=5)
+@register(api_key=ApiKey.DESCRIBE_GROUPS, name="DescribeGroups", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
+    service = ctx.services.groups
     groups = []
     for group_id in request.groups:
         description = await service.describe_group(str(group_id))

@@ -14,21 +14,22 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=35, name="DescribeLogDirs", min_version=1, max_version=4)
+@register(api_key=ApiKey.DESCRIBE_LOG_DIRS, name="DescribeLogDirs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {str(t.topic): {int(p) for p in t.partitions} for t in request.topics}
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {
-        str(d): {} for d in broker.config.log_dirs
+        str(d): {} for d in services.configs.config.log_dirs
     }
-    for dir_name, topic, partition, size in broker.local_partition_sizes():
+    for dir_name, topic, partition, size in services.logs.partition_sizes():
         if wanted is not None and partition not in wanted.get(topic, set()):
             continue
         by_dir.setdefault(dir_name, {}).setdefault(topic, []).append(

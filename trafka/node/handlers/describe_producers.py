@@ -12,26 +12,27 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
 def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any]:
-    state = ctx.broker.topics.partition(topic, partition)
+    state = ctx.services.topics.partition(topic, partition)
     if state is None:
         return {
             "partition_index": partition,
             "error_code": int(ErrorCode.unknown_topic_or_partition),
             "active_producers": [],
         }
-    if state.leader != ctx.broker.node_id:
+    if state.leader != ctx.services.node_id:
         return {
             "partition_index": partition,
             "error_code": int(ErrorCode.not_leader_or_follower),
             "active_producers": [],
         }
-    log = ctx.broker.replica_manager.get_or_create_log(topic, partition)
+    log = ctx.services.replicas.get_or_create_log(topic, partition)
     producers = []
     with log.lock:
         for entry in log.producer_state.producers.values():
@@ -48,7 +49,7 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
     return {"partition_index": partition, "error_code": 0, "active_producers": producers}
 
 
-@register(api_key=61, name="DescribeProducers", min_version=0, max_version=0)
+@register(api_key=ApiKey.DESCRIBE_PRODUCERS, name="DescribeProducers", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = [
         {

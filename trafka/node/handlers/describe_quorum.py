@@ -19,20 +19,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum.status import METADATA_TOPIC, describe_quorum_topics
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=55, name="DescribeQuorum", min_version=0, max_version=1)
+@register(api_key=ApiKey.DESCRIBE_QUORUM, name="DescribeQuorum", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    quorum = ctx.broker.quorum
-    if quorum is None:
-        return build(
-            response_class(request),
-            {"error_code": int(ErrorCode.broker_not_available), "topics": []},
-        )
-    ours = describe_quorum_topics(quorum.status())
+    ours = describe_quorum_topics(ctx.services.store.status())
     topics: list[dict[str, Any]] = []
     for topic in request.topics:
         if topic.topic_name == METADATA_TOPIC:

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService
 
 MAX_IDS = 10_000
 
 
-@register(api_key=65, name="DescribeTransactions", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.DESCRIBE_TRANSACTIONS, name="DescribeTransactions", min_version=0, max_version=0
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = TransactionService.of(ctx.broker)
+    service = ctx.services.transactions
     states = []
     for transactional_id in request.transactional_ids[:MAX_IDS]:
         found = await service.describe(str(transactional_id))

@@ -197,9 +197,7 @@ def describe(tree: ZNodeTree, request: DescribeZNodesRequestV0) -> DescribeZNode
     advertised=False,
 )
 async def handle(ctx: RequestContext, request: DescribeZNodesRequestV0) -> DescribeZNodesResponseV0:
-    quorum = ctx.broker.quorum
-    if quorum is None:
-        return _error(ErrorCode.broker_not_available, "this node has no metadata quorum")
+    store = ctx.services.store
     if not 1 <= len(request.paths) <= MAX_PATHS_PER_REQUEST:
         return _error(
             ErrorCode.invalid_request, f"between 1 and {MAX_PATHS_PER_REQUEST} paths per request"
@@ -207,8 +205,11 @@ async def handle(ctx: RequestContext, request: DescribeZNodesRequestV0) -> Descr
     if request.sync:
         try:
             with trio.fail_after(SYNC_TIMEOUT_S):
-                await quorum.sync()
+                await store.sync()
         except (trio.TooSlowError, ZooKeeperError) as error:
             return _error(ErrorCode.request_timed_out, f"quorum barrier failed: {error!r}")
-    response: DescribeZNodesResponseV0 = quorum.read_local(lambda tree: describe(tree, request))
+    try:
+        response: DescribeZNodesResponseV0 = store.read_local(lambda tree: describe(tree, request))
+    except ZooKeeperError as error:  # the node's replica of the tree cannot be read
+        return _error(ErrorCode.broker_not_available, f"metadata quorum unavailable: {error!r}")
     return response

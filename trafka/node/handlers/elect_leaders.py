@@ -21,10 +21,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.controller.events import PreferredReplicaElection, UncleanLeaderElection
 from trafka.node.controller.selectors import ElectionFailure
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import TopicPartition
 
@@ -49,13 +50,13 @@ def _answer(request: Any, error: int, results: dict[TopicPartition, tuple[int, s
     return build(response_class(request), data)
 
 
-@register(api_key=43, name="ElectLeaders", min_version=0, max_version=2)
+@register(api_key=ApiKey.ELECT_LEADERS, name="ElectLeaders", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     if request.topic_partitions is None:
         wanted = [
             TopicPartition(name, p)
-            for name, state in sorted(broker.topics.topics.items())
+            for name, state in sorted(services.topics.topics.items())
             for p in sorted(state.partitions)
         ]
     else:
@@ -64,7 +65,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for t in request.topic_partitions
             for p in t.partitions
         ]
-    service = broker.controller_service
+    service = services.controller
     if service is None or not service.is_active:
         code = int(ErrorCode.not_controller)
         return _answer(request, code, {tp: (code, None) for tp in wanted})

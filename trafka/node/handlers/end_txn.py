@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService, client_error
+from trafka.node.txn_service import client_error
 
 
-@register(api_key=26, name="EndTxn", min_version=0, max_version=3)
+@register(api_key=ApiKey.END_TXN, name="EndTxn", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    error = await TransactionService.of(ctx.broker).end_transaction(
+    error = await ctx.services.transactions.end_transaction(
         str(request.transactional_id),
         int(request.producer_id),
         int(request.producer_epoch),

@@ -47,10 +47,11 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net import fetch_encoding
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import ReadResult
+from trafka.node.replication.replica_manager import ReadResult
 
 FINAL_EPOCH = -1
 MAX_WAIT_CAP_MS = 60_000
@@ -61,9 +62,9 @@ def _size(result: ReadResult) -> int:
     return result.size
 
 
-@register(api_key=1, name="Fetch", min_version=4, max_version=12)
+@register(api_key=ApiKey.FETCH, name="Fetch", min_version=4, max_version=12)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     session_id = int(getattr(request, "session_id", 0))
     if session_id != 0:
         return build(
@@ -95,8 +96,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
-        waiter = broker.replica_manager.append_waiter()
+        waiter = services.replicas.append_waiter()
         reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
+        # The first read pass is the request's only side effect (a follower's fetch offset
+        # moves the HW); what follows is waiting, which must not hold back the connection.
+        ctx.turn.release()
         total = sum(_size(r) for r in reads)
         has_error = any(r.error_code != 0 for r in reads)
         if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
@@ -104,7 +108,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         with trio.move_on_at(deadline):
             await waiter.wait()
     if replica_id >= 0:
-        broker.replica_manager.record_leader_throttled_bytes(
+        services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
             for (topic, partition, *_), result in zip(wanted, reads, strict=True)
         )
@@ -150,7 +154,7 @@ def _topic_name(ctx: RequestContext, topic: Any) -> str:
     if name is not None:
         return str(name)
     topic_id = getattr(topic, "topic_id", None)
-    state = ctx.broker.topics.by_id(topic_id) if topic_id is not None else None
+    state = ctx.services.topics.by_id(topic_id) if topic_id is not None else None
     return state.name if state is not None else ""
 
 
@@ -161,7 +165,7 @@ def _read_all(
     isolation_level: int,
     replica_id: int = -1,
 ) -> list[ReadResult]:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     remaining = max_bytes
     results = []
     first_data = True

@@ -20,11 +20,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService
 
 _GROUP = 0
 _TRANSACTION = 1
@@ -32,9 +31,9 @@ _TRANSACTION = 1
 
 async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if key_type == _GROUP:
-        error, info = await GroupService.of(ctx.broker).find_coordinator(key)
+        error, info = await ctx.services.groups.find_coordinator(key)
     elif key_type == _TRANSACTION:
-        error, info = await TransactionService.of(ctx.broker).find_coordinator(key)
+        error, info = await ctx.services.transactions.find_coordinator(key)
     else:
         error, info = ErrorCode.invalid_request, None
     if info is None or error != ErrorCode.none:
@@ -56,7 +55,7 @@ async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
     }
 
 
-@register(api_key=10, name="FindCoordinator", min_version=0, max_version=4)
+@register(api_key=ApiKey.FIND_COORDINATOR, name="FindCoordinator", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", _GROUP))
     cls = response_class(request)

@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.messages import HeartbeatRequest
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=12, name="Heartbeat", min_version=0, max_version=4)
+@register(api_key=ApiKey.HEARTBEAT, name="Heartbeat", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    error = await GroupService.of(ctx.broker).heartbeat(
+    error = await ctx.services.groups.heartbeat(
         HeartbeatRequest(
             group_id=str(request.group_id),
             generation_id=int(request.generation_id),

@@ -19,9 +19,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import refresh_topic_from_tree
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 
@@ -70,7 +71,12 @@ def _apply_changes(
     return _apply(current, changes)
 
 
-@register(api_key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
+@register(
+    api_key=ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    name="IncrementalAlterConfigs",
+    min_version=0,
+    max_version=1,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     await refresh_topic_from_tree(
@@ -78,7 +84,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
-        error_code, message = await ctx.broker.alter_configs(
+        error_code, message = await ctx.services.configs.alter_configs(
             int(resource.resource_type),
             str(resource.resource_name),
             functools.partial(_apply_changes, changes),

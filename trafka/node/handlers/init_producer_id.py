@@ -24,16 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService, client_error
+from trafka.node.txn_service import client_error
 
 
-@register(api_key=22, name="InitProducerId", min_version=0, max_version=4)
+@register(api_key=ApiKey.INIT_PRODUCER_ID, name="InitProducerId", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
-        result = await TransactionService.of(ctx.broker).init_producer_id(
+        result = await ctx.services.transactions.init_producer_id(
             str(request.transactional_id),
             ms(request.transaction_timeout),
             int(getattr(request, "producer_id", -1)),
@@ -45,6 +46,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "producer_epoch": result.producer_epoch,
         }
     else:
-        producer_id = await ctx.broker.allocate_producer_id()
+        producer_id = await ctx.services.producer_ids.allocate()
         answer = {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
     return build(response_class(request), {"throttle_time": 0, **answer})

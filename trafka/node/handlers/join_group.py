@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.messages import JoinGroupRequest, Protocol
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.registry import register
 
 
@@ -29,7 +29,7 @@ def client_host(ctx: RequestContext) -> str:
     return f"/{ctx.client_host}" if ctx.client_host else ""
 
 
-@register(api_key=11, name="JoinGroup", min_version=0, max_version=7)
+@register(api_key=ApiKey.JOIN_GROUP, name="JoinGroup", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     session_timeout_ms = ms(request.session_timeout)
     rebalance_timeout_ms = (
@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         client_host=client_host(ctx),
         api_version=ctx.api_version,
     )
-    result = await GroupService.of(ctx.broker).join_group(join)
+    result = await ctx.services.groups.join_group(join)
     nullable_protocol = ctx.api_version >= 7
     return build(
         response_class(request),

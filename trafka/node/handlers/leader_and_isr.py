@@ -20,16 +20,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import PartitionStateUpdate
+from trafka.node.replication.replica_manager import PartitionStateUpdate
 
 
-@register(api_key=4, name="LeaderAndIsr", min_version=3, max_version=4)
+@register(api_key=ApiKey.LEADER_AND_ISR, name="LeaderAndIsr", min_version=3, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    replica_manager = broker.replica_manager
+    services = ctx.services
+    replica_manager = services.replicas
     every = [
         (str(topic.topic_name), p) for topic in request.topic_states for p in topic.partition_states
     ]
@@ -49,8 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             },
         )
     for name in {name for name, _ in every}:
-        if broker.topics.get(name) is None:
-            await broker.topics.refresh_topic(name)
+        if services.topics.get(name) is None:
+            await services.topics.refresh_topic(name)
     updates = [
         PartitionStateUpdate(
             topic=name,
@@ -63,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             replicas=tuple(int(b) for b in p.replicas),
         )
         for name, p in every
-        if broker.topics.get(name) is not None
+        if services.topics.get(name) is not None
     ]
     errors = replica_manager.apply_leader_and_isr(updates)
     return build(

@@ -16,13 +16,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import LeavingMember
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=13, name="LeaveGroup", min_version=0, max_version=4)
+@register(api_key=ApiKey.LEAVE_GROUP, name="LeaveGroup", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     batched = has_field(request, "members")
     if batched:
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     else:
         leaving = (LeavingMember(str(request.member_id), None),)
-    result = await GroupService.of(ctx.broker).leave_group(str(request.group_id), leaving)
+    result = await ctx.services.groups.leave_group(str(request.group_id), leaving)
     error = result.error
     if not batched and error == ErrorCode.none and result.members:
         error = result.members[0].error

@@ -12,19 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.state import GroupState, parse_state_filter
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=16, name="ListGroups", min_version=0, max_version=4)
+@register(api_key=ApiKey.LIST_GROUPS, name="ListGroups", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = tuple(getattr(request, "states_filter", ()) or ())
     states: frozenset[GroupState] | None = None
     if names:
         states = frozenset(state for state in map(parse_state_filter, names) if state is not None)
-    error, listings = await GroupService.of(ctx.broker).list_groups(states)
+    error, listings = await ctx.services.groups.list_groups(states)
     return build(
         response_class(request),
         {

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=2, name="ListOffsets", min_version=0, max_version=7)
+@register(api_key=ApiKey.LIST_OFFSETS, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics = []
     for topic in request.topics:

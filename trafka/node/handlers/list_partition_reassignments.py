@@ -13,17 +13,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
+from trafka.node.controller.tree_reads import read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=46, name="ListPartitionReassignments", min_version=0, max_version=0)
+@register(
+    api_key=ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    name="ListPartitionReassignments",
+    min_version=0,
+    max_version=0,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    from trafka.node.controller_service import read_reassignment, read_topics
-
-    quorum = ctx.broker.quorum
-    topics = read_topics(quorum)
+    store = ctx.services.store
+    topics = read_topics(store)
     ongoing: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
     for name, assignment in topics.items():
         data = assignment.data
@@ -33,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 tuple(data.adding_replicas.get(partition, ())),
                 tuple(data.removing_replicas.get(partition, ())),
             )
-    plan = read_reassignment(quorum)
+    plan = read_reassignment(store)
     for entry in plan.data.partitions if plan is not None else ():
         key = (entry.topic, entry.partition)
         if key in ongoing or entry.topic not in topics:

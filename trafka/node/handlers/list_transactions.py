@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import TransactionService
 from trafka.txn.state import parse_state_filter
 
 
-@register(api_key=66, name="ListTransactions", min_version=0, max_version=1)
+@register(api_key=ApiKey.LIST_TRANSACTIONS, name="ListTransactions", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     states = set()
     unknown = []
@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             unknown.append(str(name))
         else:
             states.add(state)
-    service = TransactionService.of(ctx.broker)
+    service = ctx.services.transactions
     error, listings = await service.list_transactions(
         frozenset(states), frozenset(int(p) for p in request.producer_id_filters)
     )

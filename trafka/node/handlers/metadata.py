@@ -23,8 +23,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.topics import INTERNAL_TOPICS, TopicError, TopicState
 
@@ -32,7 +33,7 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 
 def topic_metadata(ctx: RequestContext, topic: TopicState) -> dict[str, Any]:
-    live = set(ctx.broker.live_broker_ids())
+    live = set(ctx.services.metadata.live_broker_ids())
     partitions = []
     for index in sorted(topic.partitions):
         state = topic.partitions[index]
@@ -69,10 +70,10 @@ def _error_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None 
     }
 
 
-@register(api_key=3, name="Metadata", min_version=0, max_version=11)
+@register(api_key=ApiKey.METADATA, name="Metadata", min_version=0, max_version=11)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    topics_manager = broker.topics
+    services = ctx.services
+    topics_manager = services.topics
     version = ctx.api_version
     requested = request.topics
     allow_auto_create = bool(getattr(request, "allow_auto_topic_creation", True))
@@ -96,7 +97,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             state = topics_manager.get(name)
             if state is None and allow_auto_create and name not in INTERNAL_TOPICS:
                 try:
-                    state = await broker.auto_create_topic(name)
+                    state = await services.topic_admin.auto_create_topic(name)
                 except TopicError as error:
                     answer.append(_error_topic(name, error.error_code))
                     continue
@@ -110,10 +111,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "throttle_time": 0,
             "brokers": [
                 {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in broker.live_brokers()
+                for b in services.metadata.live_brokers()
             ],
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(),
+            "cluster_id": services.cluster_id,
+            "controller_id": services.metadata.controller_id(),
             "topics": answer,
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
         },

@@ -22,15 +22,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import CommitPartition, OffsetCommitRequest, PartitionError
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=8, name="OffsetCommit", min_version=2, max_version=8)
+@register(api_key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", min_version=2, max_version=8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     known: list[CommitPartition] = []
     unknown: list[PartitionError] = []
     for topic in request.topics:
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     retention_time_ms = ms(request.retention_time) if has_field(request, "retention_time") else -1
     results: tuple[PartitionError, ...] = ()
     if known:
-        results = await GroupService.of(ctx.broker).offset_commit(
+        results = await ctx.services.groups.offset_commit(
             OffsetCommitRequest(
                 group_id=str(request.group_id),
                 generation_id=int(request.generation_id_or_member_epoch),

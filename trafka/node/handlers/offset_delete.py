@@ -11,20 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.messages import TopicPartition
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=47, name="OffsetDelete", min_version=0, max_version=0)
+@register(api_key=ApiKey.OFFSET_DELETE, name="OffsetDelete", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     partitions = tuple(
         TopicPartition(str(t.name), int(p.partition_index))
         for t in request.topics
         for p in t.partitions
     )
-    result = await GroupService.of(ctx.broker).offset_delete(str(request.group_id), partitions)
+    result = await ctx.services.groups.offset_delete(str(request.group_id), partitions)
     by_topic: dict[str, list[dict[str, int]]] = {}
     for p in result.partitions:
         by_topic.setdefault(p.topic, []).append(

@@ -20,9 +20,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import OffsetFetchResult, TopicPartition
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, has_field, response_class
 from trafka.node.handlers.registry import register
 
 
@@ -65,9 +65,9 @@ def _topics(
     return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
 
-@register(api_key=9, name="OffsetFetch", min_version=1, max_version=8)
+@register(api_key=ApiKey.OFFSET_FETCH, name="OffsetFetch", min_version=1, max_version=8)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    service = GroupService.of(ctx.broker)
+    service = ctx.services.groups
     cls = response_class(request)
     require_stable = bool(getattr(request, "require_stable", False))
     if has_field(request, "groups"):

@@ -16,14 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
-@register(api_key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
+@register(
+    api_key=ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    name="OffsetForLeaderEpoch",
+    min_version=2,
+    max_version=4,
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     topics = []
     for topic in request.topics:
         partitions = []

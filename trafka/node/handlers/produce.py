@@ -30,50 +30,75 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, ms, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.replica_manager import AppendResult
+from trafka.node.replication.replica_manager import AppendResult, PendingAppend
 from trafka.node.txn_verification import verify_transactional_batch
 
 
-@register(api_key=0, name="Produce", min_version=3, max_version=9, advertised_min_version=0)
+@register(
+    api_key=ApiKey.PRODUCE, name="Produce", min_version=3, max_version=9, advertised_min_version=0
+)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     timeout_ms = max(0, ms(request.timeout))
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replicas
     results: dict[tuple[str, int], AppendResult] = {}
-
-    async def append_one(topic: str, partition: int, records: bytes | None) -> None:
-        refused = await verify_transactional_batch(
-            ctx.broker, request.transactional_id, topic, partition, records or b""
-        )
-        if refused:
-            results[(topic, partition)] = AppendResult(refused)
-            return
-        results[(topic, partition)] = await replica_manager.append(
-            topic,
-            partition,
-            records or b"",
-            required_acks=acks,
-            timeout_ms=timeout_ms,
-            transactional=request.transactional_id is not None,
-        )
-
+    pending: dict[tuple[str, int], PendingAppend] = {}
     entries = [
         (str(topic.name), int(p.index), p.records)
         for topic in request.topic_data
         for p in topic.partition_data
     ]
-    if acks not in (0, 1, -1):
-        for topic, partition, _ in entries:
+    refused: dict[tuple[str, int], int] = {}
+    if request.transactional_id is not None and acks in (0, 1, -1):
+        # KIP-890 part 1, before any append of this request (see txn_verification).
+        for topic, partition, records in entries:
+            code = await verify_transactional_batch(
+                transactions=ctx.services.transactions,
+                topics=ctx.services.topics,
+                replicas=replica_manager,
+                node_id=ctx.services.node_id,
+                transactional_id=request.transactional_id,
+                topic=topic,
+                partition=partition,
+                records=records or b"",
+            )
+            if code:
+                refused[(topic, partition)] = code
+    for topic, partition, records in entries:
+        if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
-    elif len(entries) == 1:
-        await append_one(*entries[0])
-    else:
+            continue
+        if (topic, partition) in refused:
+            results[(topic, partition)] = AppendResult(refused[(topic, partition)])
+            continue
+        # Synchronous, in request order: this and every earlier request's appends are in the
+        # logs before the next request on the connection may start (per-partition order).
+        step = replica_manager.append_records(
+            topic,
+            partition,
+            records or b"",
+            required_acks=acks,
+            transactional=request.transactional_id is not None,
+        )
+        if isinstance(step, PendingAppend):
+            pending[(topic, partition)] = step
+        else:
+            results[(topic, partition)] = step
+    ctx.turn.release()
+
+    async def complete(key: tuple[str, int], step: PendingAppend) -> None:
+        results[key] = await replica_manager.complete_append(step, timeout_ms)
+
+    if len(pending) == 1:
+        await complete(*next(iter(pending.items())))
+    elif pending:
         async with trio.open_nursery() as nursery:
-            for entry in entries:
-                nursery.start_soon(append_one, *entry)
+            for key, step in pending.items():
+                nursery.start_soon(complete, key, step)
     if acks == 0:
         return None
     responses: list[dict[str, Any]] = []

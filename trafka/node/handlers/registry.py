@@ -2,13 +2,13 @@
 
 Each module under `trafka.node.handlers` declares, at import time::
 
-    @register(api_key=18, name="ApiVersions", min_version=0, max_version=3)
+    @register(api_key=ApiKey.API_VERSIONS, name="ApiVersions", min_version=0, max_version=3)
     async def handle(ctx: RequestContext, request: Any) -> Any: ...
 
 `handle` receives the decoded kio request of the negotiated version and returns the kio
 response of the same version (`kio_shape.build(response_class(request), {...})`), or None
 when no response must be sent (Produce with acks=0). Handlers translate and delegate to the
-broker's services (`ctx.broker`); they hold no state of their own.
+node's services (`ctx.services`); they hold no state of their own.
 
 ApiVersions is derived from `supported_versions()`; the net server is given the same table
 so it answers UNSUPPORTED_VERSION for anything outside it. `load_all()` imports every
@@ -27,12 +27,11 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.context import RequestContext
 
-HandleFunction = Callable[["RequestContext", Any], Awaitable[Any]]
+HandleFunction = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 
@@ -35,11 +36,11 @@ def _partitions(request: Any) -> list[tuple[str, int, bool]]:
     return [(str(t.name), int(p), delete) for t in request.topics for p in t.partition_indexes]
 
 
-@register(api_key=5, name="StopReplica", min_version=1, max_version=3)
+@register(api_key=ApiKey.STOP_REPLICA, name="StopReplica", min_version=1, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     partitions = _partitions(request)
-    if broker.replica_manager.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:
+    if services.replicas.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:
         code = int(ErrorCode.stale_controller_epoch)
         return build(
             response_class(request),
@@ -55,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic, partition, delete in partitions:
         code = 0
         try:
-            broker.replica_manager.stop_replicas([(topic, partition)], delete=delete)
+            services.replicas.stop_replicas([(topic, partition)], delete=delete)
         except Exception:
             code = int(ErrorCode.kafka_storage_error)
         errors.append({"topic_name": topic, "partition_index": partition, "error_code": code})

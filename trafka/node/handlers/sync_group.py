@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from trafka.group.messages import SyncGroupRequest
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 
 # How long a parked SyncGroup may wait at most; the coordinator answers it within the
@@ -25,7 +25,7 @@ from trafka.node.handlers.registry import register
 _SYNC_WAIT_MS = 300_000
 
 
-@register(api_key=14, name="SyncGroup", min_version=0, max_version=5)
+@register(api_key=ApiKey.SYNC_GROUP, name="SyncGroup", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     sync = SyncGroupRequest(
         group_id=str(request.group_id),
@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         protocol_name=getattr(request, "protocol_name", None),
         assignments=tuple((str(a.member_id), bytes(a.assignment)) for a in request.assignments),
     )
-    result = await GroupService.of(ctx.broker).sync_group(sync, _SYNC_WAIT_MS)
+    result = await ctx.services.groups.sync_group(sync, _SYNC_WAIT_MS)
     return build(
         response_class(request),
         {

@@ -25,18 +25,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.group.messages import CommitPartition, OffsetCommitRequest, PartitionError
-from trafka.node.group_service import GroupService
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
 from trafka.node.txn_service import client_error
 
 _FENCED_SINCE = 2
 
 
-@register(api_key=28, name="TxnOffsetCommit", min_version=0, max_version=3)
+@register(api_key=ApiKey.TXN_OFFSET_COMMIT, name="TxnOffsetCommit", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     known: list[CommitPartition] = []
     unknown: list[PartitionError] = []
     for topic in request.topics:
@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
     results: tuple[PartitionError, ...] = ()
     if known:
-        results = await GroupService.of(ctx.broker).txn_offset_commit(
+        results = await ctx.services.groups.txn_offset_commit(
             OffsetCommitRequest(
                 group_id=str(request.group_id),
                 generation_id=int(getattr(request, "generation_id", -1)),

@@ -18,17 +18,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
+from trafka.node.metadata_cache import BrokerInfo
 
 
-@register(api_key=6, name="UpdateMetadata", min_version=5, max_version=6)
+@register(api_key=ApiKey.UPDATE_METADATA, name="UpdateMetadata", min_version=5, max_version=6)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    from trafka.node.broker import BrokerInfo
-
-    broker = ctx.broker
-    if broker.replica_manager.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:
+    services = ctx.services
+    if services.replicas.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:
         return build(response_class(request), {"error_code": int(ErrorCode.stale_controller_epoch)})
     live = [
         BrokerInfo(int(b.id), str(b.endpoints[0].host), int(b.endpoints[0].port), b.rack)
@@ -47,9 +47,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topic_states
         for p in topic.partition_states
     ]
-    unknown = broker.update_metadata(live, states)
+    unknown = services.metadata.update_metadata(live, states)
     if unknown:
         for name in unknown:
-            await broker.topics.refresh_topic(name)
-        broker.update_metadata([], [s for s in states if s[0] in unknown])
+            await services.topics.refresh_topic(name)
+        services.metadata.update_metadata([], [s for s in states if s[0] in unknown])
     return build(response_class(request), {"error_code": 0})

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.kio_shape import build, response_class
 from trafka.node.handlers.registry import register
-from trafka.node.txn_service import write_marker_locally
 from trafka.txn.coordinator import MarkerRequest, TopicPartition
 
 
-@register(api_key=27, name="WriteTxnMarkers", min_version=1, max_version=1)
+@register(api_key=ApiKey.WRITE_TXN_MARKERS, name="WriteTxnMarkers", min_version=1, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for entry in request.markers:
@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = []
             for index in topic.partition_indexes:
                 tp = TopicPartition(str(topic.name), int(index))
-                code = await write_marker_locally(ctx.broker, marker, tp)
+                code = await ctx.services.transactions.write_marker_locally(marker, tp)
                 partitions.append({"partition_index": tp.partition, "error_code": code})
             topics.append({"name": topic.name, "partitions": partitions})
         results.append({"producer_id": entry.producer_id, "topics": topics})

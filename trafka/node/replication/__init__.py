@@ -1,10 +1,13 @@
-"""Pure replication logic (SEEDS §3, REP-*): no trio, no sockets, no clock reads.
+"""Replication (SEEDS §3, REP-*): pure logic, and the two shells that drive it.
 
 - `ids`: the named ids shared by the controller and the replica manager.
 - `epoch_cache`: the leader-epoch cache and the follower's truncation decision (KIP-101/279).
 - `leader`: the leader's bookkeeping of one partition: follower LEOs, the high watermark, ISR
   shrink/expand and the acks=all purgatory decisions.
 
-The replica manager (the shell that owns logs, fetchers and the purgatory's timers) lives
-elsewhere in `trafka.node` and calls into these modules with `now_ms`.
+The pure modules have no trio, no sockets and no clock reads. The shells:
+
+- `replica_manager`: owns the partitions' roles, the logs' appends and reads, the acks=all
+  purgatory and the ISR writes; calls into the pure modules with `now_ms`.
+- `replica_fetcher`: one fetcher task per source broker for the partitions this node follows.
 """

@@ -29,7 +29,6 @@ Not implemented: fetch sessions (KIP-227), `num.replica.fetchers` > 1.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -43,6 +42,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
 from trafka.net.client import ClientError, KafkaConnection
+from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.replication.follower import (
     EpochRequest,
     FetchAction,
@@ -50,9 +50,10 @@ from trafka.node.replication.follower import (
     PartitionFollowerState,
 )
 from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
+from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.replication.truncation import EpochEndOffset
 
-log = logging.getLogger("trafka.node.replica_fetcher")
+log = logging.getLogger("trafka.node.replication.replica_fetcher")
 
 CONNECT_BACKOFF_S = 0.2
 
@@ -64,14 +65,16 @@ class ReplicaFetchers:
         self,
         *,
         node_id: int,
-        replica_manager: Any,
+        replica_manager: ReplicaManager,
         endpoint_for: Callable[[int], tuple[str, int] | None],
+        clock: Clock = SYSTEM_CLOCK,
         fetch_wait_max_ms: int = 500,
         fetch_max_bytes: int = 1_048_576,
         backoff_ms: int = 1000,
     ) -> None:
         self.node_id = node_id
         self.replica_manager = replica_manager
+        self._clock = clock
         self.endpoint_for = endpoint_for
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -236,7 +239,7 @@ class ReplicaFetchers:
     async def _fetch(
         self, connection: KafkaConnection, states: dict[TopicPartition, PartitionFollowerState]
     ) -> bool:
-        now_ms = _now_ms()
+        now_ms = self._clock.now_ms()
         states = self._unthrottled(states, now_ms)
         if not states:  # everything is held back by the follower quota (KIP-73)
             delay_ms = self.replica_manager.follower_quota.delay_ms(
@@ -300,12 +303,10 @@ class ReplicaFetchers:
                 if records:
                     log_.append_as_follower(bytes(records))
                     if self.replica_manager.follower_quota.is_throttled(tp.topic, tp.partition):
-                        self.replica_manager.follower_quota.record(len(records), _now_ms())
+                        self.replica_manager.follower_quota.record(
+                            len(records), self._clock.now_ms()
+                        )
                 log_end_offset = int(log_.log_end_offset)
                 self.lag[tp] = max(0, int(p.high_watermark) - log_end_offset)
                 log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
         return backoff
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

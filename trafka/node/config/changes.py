@@ -39,17 +39,18 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 
 from trafka.metadata_quorum import znodes
-from trafka.node.metadata_store import MetadataStore
+from trafka.metadata_quorum.bridge import SessionEvent
+from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
+from trafka.node.clock import SYSTEM_CLOCK
+from trafka.node.metadata_store import MetadataStore, NoNode
 
-log = logging.getLogger("trafka.node.config_changes")
+log = logging.getLogger("trafka.node.config.changes")
 
 DEFAULT_BROKER_ENTITY = "<default>"
 """Kafka's name for the cluster-wide default broker config entity."""
@@ -191,10 +192,6 @@ async def notify_config_change(store: MetadataStore, entity_path: str) -> None:
     )
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ConfigChangeListener:
     """Watches `/config/changes` on the node's quorum replica and applies each change.
 
@@ -203,13 +200,13 @@ class ConfigChangeListener:
 
     def __init__(
         self,
-        quorum: Any,
+        store: MetadataStore,
         *,
         apply: Callable[[Entity], Awaitable[None]],
         rescan: Callable[[], Awaitable[None]],
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms,
     ) -> None:
-        self._quorum = quorum
+        self._store = store
         self._apply = apply
         self._rescan = rescan
         self._now_ms = now_ms
@@ -217,11 +214,8 @@ class ConfigChangeListener:
         self.cursor = NotificationCursor()
 
     def on_quorum_event(self, event: object) -> None:
-        """A `Broker.quorum_event_listeners` entry: wake on our watch; rescan after a lost
+        """A listener of the node's quorum events: wake on our watch; rescan after a lost
         event stream or session."""
-        from trafka.metadata_quorum.bridge import SessionEvent
-        from trafka.metadata_quorum.tree import WatchEvent
-
         if isinstance(event, WatchEvent):
             if event.path == znodes.CONFIG_CHANGES:
                 self._wake.set()
@@ -230,11 +224,9 @@ class ConfigChangeListener:
             self._wake.set()
 
     def _children(self) -> list[str]:
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            return list(self._quorum.children_local(znodes.CONFIG_CHANGES, watch=True))
-        except NoNodeError:
+            return list(self._store.children_local(znodes.CONFIG_CHANGES, watch=True))
+        except NoNode:
             return []
 
     async def run_once(self) -> Pass:
@@ -260,12 +252,10 @@ class ConfigChangeListener:
             log.exception("config change listener: %s failed", what)
 
     def _read_notification(self, child: str) -> Entity | None:
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            raw, _ = self._quorum.get_local(f"{znodes.CONFIG_CHANGES}/{child}")
+            raw, _ = self._store.get_local(f"{znodes.CONFIG_CHANGES}/{child}")
             notification = znodes.ConfigChangeNotification.from_json(bytes(raw))
-        except NoNodeError:
+        except NoNode:
             return None  # purged meanwhile: the periodic rescan covers it
         except znodes.ZNodeFormatError:
             log.warning("ignoring malformed config change notification %s", child)
@@ -277,17 +267,15 @@ class ConfigChangeListener:
 
     async def _purge(self, children: list[str]) -> None:
         """Delete expired notifications (every broker may; a lost race is harmless)."""
-        from trafka.metadata_quorum.tree import NoNodeError, ZooKeeperError
-
         entries = []
         for child in children:
-            stat = self._quorum.exists_local(f"{znodes.CONFIG_CHANGES}/{child}")
+            stat = self._store.exists_local(f"{znodes.CONFIG_CHANGES}/{child}")
             if stat is not None:
                 entries.append((child, int(stat.ctime_ms)))
         for child in expired_notifications(entries, now_ms=self._now_ms())[:MAX_PURGE_PER_PASS]:
             try:
-                await self._quorum.delete(f"{znodes.CONFIG_CHANGES}/{child}")
-            except NoNodeError:
+                await self._store.delete(f"{znodes.CONFIG_CHANGES}/{child}")
+            except NoNode:
                 pass
             except ZooKeeperError as error:
                 log.debug("cannot purge %s: %s", child, error)

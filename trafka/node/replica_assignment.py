@@ -25,6 +25,12 @@ sorted within a rack, one broker per rack in turn), then the same round robin ru
 list with the shift multiplied by the number of racks; a candidate follower is skipped while
 some rack (or some broker) still has no replica of the partition.
 
+This is the one replica assignment of trafka: CreateTopics, CreatePartitions and Metadata's
+auto-creation (`trafka.node.topics`) and `ktool reassign generate` all use it, with the
+brokers' racks as `placements_of` gives them: rack-aware when every live broker has a
+`broker.rack`, rack-unaware when none or only some have one (Kafka's RackAwareMode.Safe; the
+CreateTopics path of Kafka's ZooKeeper mode would refuse a partly racked cluster instead).
+
 Randomness is an input (STYLE 5): pass `fixed_start_index` for Kafka's deterministic form, or
 a `random.Random` to draw the start index and the shift (two draws, in Kafka's order).
 """
@@ -35,14 +41,12 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trafka.node.replication.ids import BrokerId
-
 
 @dataclass(frozen=True, slots=True)
 class BrokerPlacement:
     """A broker as assignment sees it: its id and optional rack (`broker.rack`)."""
 
-    broker_id: BrokerId
+    broker_id: int
     rack: str | None = None
 
 
@@ -54,6 +58,12 @@ class AssignmentError(ValueError):
         self.error_name = error_name
 
 
+def placements_of(racks: Mapping[int, str | None]) -> list[BrokerPlacement]:
+    """The brokers sorted by id, with their racks only if every one has a rack."""
+    use_racks = all(rack is not None for rack in racks.values())
+    return [BrokerPlacement(b, racks[b] if use_racks else None) for b in sorted(racks)]
+
+
 def assign_replicas_to_brokers(
     brokers: Sequence[BrokerPlacement],
     partition_count: int,
@@ -62,7 +72,7 @@ def assign_replicas_to_brokers(
     rng: random.Random | None = None,
     fixed_start_index: int = -1,
     start_partition_id: int = -1,
-) -> dict[int, tuple[BrokerId, ...]]:
+) -> dict[int, tuple[int, ...]]:
     """Partition id -> replicas, like `AdminUtils.assignReplicasToBrokers`.
 
     `brokers` is taken in the given order (Kafka's callers sort it by id). Raises
@@ -119,13 +129,13 @@ def _replica_index(first_index: int, shift: int, replica: int, broker_count: int
 def _rack_unaware(
     partition_count: int,
     replication_factor: int,
-    broker_list: list[BrokerId],
+    broker_list: list[int],
     start_index: int,
     shift: int,
     start_partition_id: int,
-) -> dict[int, tuple[BrokerId, ...]]:
+) -> dict[int, tuple[int, ...]]:
     n = len(broker_list)
-    result: dict[int, tuple[BrokerId, ...]] = {}
+    result: dict[int, tuple[int, ...]] = {}
     partition = max(0, start_partition_id)
     for _ in range(partition_count):
         if partition > 0 and partition % n == 0:
@@ -142,15 +152,15 @@ def _rack_unaware(
 def _rack_aware(
     partition_count: int,
     replication_factor: int,
-    rack_of: Mapping[BrokerId, str],
-    arranged: list[BrokerId],
+    rack_of: Mapping[int, str],
+    arranged: list[int],
     start_index: int,
     shift: int,
     start_partition_id: int,
-) -> dict[int, tuple[BrokerId, ...]]:
+) -> dict[int, tuple[int, ...]]:
     n = len(arranged)
     rack_count = len(set(rack_of.values()))
-    result: dict[int, tuple[BrokerId, ...]] = {}
+    result: dict[int, tuple[int, ...]] = {}
     partition = max(0, start_partition_id)
     for _ in range(partition_count):
         if partition > 0 and partition % n == 0:
@@ -178,17 +188,17 @@ def _rack_aware(
     return result
 
 
-def rack_alternated_broker_list(rack_of: Mapping[BrokerId, str]) -> list[BrokerId]:
+def rack_alternated_broker_list(rack_of: Mapping[int, str]) -> list[int]:
     """Brokers alternated by rack: racks sorted by name, brokers sorted within each rack.
 
     rack1: 0,1,2; rack2: 3,4,5; rack3: 6,7,8 -> 0,3,6,1,4,7,2,5,8.
     """
-    by_rack: dict[str, list[BrokerId]] = {}
+    by_rack: dict[str, list[int]] = {}
     for broker, rack in rack_of.items():
         by_rack.setdefault(rack, []).append(broker)
     racks = sorted(by_rack)
     iterators = {rack: iter(sorted(by_rack[rack])) for rack in racks}
-    result: list[BrokerId] = []
+    result: list[int] = []
     rack_index = 0
     while len(result) < len(rack_of):
         candidate = next(iterators[racks[rack_index]], None)
@@ -199,7 +209,7 @@ def rack_alternated_broker_list(rack_of: Mapping[BrokerId, str]) -> list[BrokerI
 
 
 def start_index_for_added_partitions(
-    brokers: Sequence[BrokerPlacement], first_replica_of_partition_zero: BrokerId
+    brokers: Sequence[BrokerPlacement], first_replica_of_partition_zero: int
 ) -> int:
     """Kafka's start index when partitions are added (CTL-26, `AdminUtils.addPartitions`):
 

@@ -8,8 +8,8 @@ Metadata (API 3, for the cluster id). Two callers share it:
 * the Spark audit's `--bootstrap-server` (trafka.spark.commands), which needs the same
   document `ktool quorum export` writes, read live instead of from a file.
 
-It lives in `node/` because it speaks the node's private request and builds kio messages
-with the handlers' `kio_shape.build`; `spark/` and `tools/` both sit above it.
+It lives in `trafka.client`, below `node/` in the layers, so `spark/` and `tools/` use it
+without importing the node; it builds kio messages with `trafka.net.kio_shape.build`.
 
 `read_znodes` pages through a tree (first page with a quorum barrier: a linearizable read);
 `export_remote` turns a whole-tree read into the export document of
@@ -39,16 +39,17 @@ from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, node_do
 from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.tree import Stat
 from trafka.net import codec
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, ConnectionBroken, KafkaConnection
+from trafka.net.kio_shape import build
 from trafka.net.messages.describe_znodes import (
     DESCRIBE_ZNODES_API_NAME,
     MAX_NODES_PER_RESPONSE,
     DescribeZNodesRequestV0,
 )
-from trafka.node.handlers.kio_shape import build
 
-DESCRIBE_QUORUM_API_KEY = 55
-METADATA_API_KEY = 3
+DESCRIBE_QUORUM_API_KEY = ApiKey.DESCRIBE_QUORUM
+METADATA_API_KEY = ApiKey.METADATA
 DEFAULT_TIMEOUT_S = 15.0
 #: Pages of one read; a tree this large (pages x 10,000 nodes) is refused, not read forever.
 MAX_PAGES = 1000

@@ -10,7 +10,7 @@ A node's configuration is built in layers, lowest first (Kafka's precedence, and
    metadata tree: the cluster-wide default `/config/brokers/<default>` (resource name "",
    DYNAMIC_DEFAULT_BROKER_CONFIG, 3), then this broker's `/config/brokers/<id>`
    (DYNAMIC_BROKER_CONFIG, 2). Every broker re-reads both on a config change notification
-   (`trafka.node.config_changes`), so a change made through any broker reaches all.
+   (`trafka.node.config.changes`), so a change made through any broker reaches all.
 
 Every key is Kafka's name with Kafka's default unless the `reason` of its definition says
 otherwise. An unknown key or a value of the wrong type raises `ConfigError` with one line
@@ -29,9 +29,12 @@ and then `/config/brokers/<default>` (read by the replica manager,
 `trafka.node.replication.throttle`), as Kafka's BrokerConfigHandler does: a value in
 server.properties is shown by DescribeConfigs but does not throttle.
 
-Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas, rack
-awareness beyond `broker.rack` being stored and advertised, KRaft `controller.listener.names`
-(the quorum port comes from `controller.quorum.voters`).
+`broker.rack` is advertised in Metadata and places replicas: rack-aware assignment when every
+live broker has one (`trafka.node.replica_assignment`).
+
+Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas,
+rack-aware follower fetching (KIP-392), KRaft `controller.listener.names` (the quorum port
+comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
@@ -210,7 +213,12 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         None,
         "Listener URIs given to clients in Metadata; defaults to listeners.",
     ),
-    _d("broker.rack", _T.STRING, None, "Rack of this broker, advertised in Metadata."),
+    _d(
+        "broker.rack",
+        _T.STRING,
+        None,
+        "Rack of this broker, advertised in Metadata; replicas are spread over racks.",
+    ),
     _d(
         "controller.quorum.voters",
         _T.LIST,

@@ -37,7 +37,7 @@ take their settings from this node's local replica of the metadata tree (the two
 `/config/brokers/<id>`, else `<default>`; the throttled-replica lists from
 `/config/topics/<t>` of the topics this node holds), re-read after every LeaderAndIsr and
 whenever the broker applies a config change notification (`refresh_throttles`, called by
-`trafka.node.config_changes` through the broker), so an AlterConfigs on any broker takes
+`trafka.node.config.changes` through the broker), so an AlterConfigs on any broker takes
 effect here without a restart. `read` returns no data to a follower outside
 the ISR for a partition of the leader list while the leader quota is exceeded; the Fetch
 handler records the bytes it sent for listed partitions (`record_leader_throttled_bytes`);
@@ -50,16 +50,21 @@ parked fetches), fetch sessions between brokers.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.log import errors as log_errors
+from trafka.log.config import LogConfig
+from trafka.log.partition_log import PartitionLog
+from trafka.metadata_quorum import znodes
 from trafka.net.framing import Chunk, FileRegion
+from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_store import MetadataStore, NoNode
 from trafka.node.replication.fencing import ControllerEpochFence, Role, leader_and_isr_role
 from trafka.node.replication.follower import PartitionFollowerState
 from trafka.node.replication.ids import (
@@ -78,9 +83,48 @@ from trafka.node.replication.throttle import (
 )
 from trafka.node.topics import TopicManager
 
-log_ = logging.getLogger("trafka.node.replica_manager")
+log_ = logging.getLogger("trafka.node.replication.replica_manager")
 ISR_WRITE_QUEUE_MAX = 10_000
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+
+
+class IsrWriteFailed(Exception):
+    """An ISR write that did not commit (a conflicting version, a lost quorum, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreePartitionState:
+    """A partition's state as the tree holds it (`/brokers/topics/<t>/partitions/<p>/state`)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[BrokerId, ...]
+    version: ZkVersion
+
+
+class IsrWrites(Protocol):
+    """The partition leader's port to the tree for ISR changes (ZK-12): implemented over the
+    node's `MetadataStore` by `trafka.node.controller.isr_writes.TreeIsrWrites`."""
+
+    async def prepare(self) -> None:
+        """Create what concurrent writers must agree on (the notifications' parent)."""
+
+    async def write(self, write: IsrWrite) -> ZkVersion:
+        """The conditional write of the state plus its change notification, as one multi;
+        the state's new version. `IsrWriteFailed` when it did not commit."""
+
+    def current(self, tp: TopicPartition) -> TreePartitionState | None:
+        """The state in the local replica of the tree (None: absent or unreadable)."""
+
+
+class FollowerFetchers(Protocol):
+    """What the replica manager tells the node's replica fetchers."""
+
+    def add(self, tp: TopicPartition, leader: int) -> None: ...
+
+    def remove(self, tp: TopicPartition) -> None: ...
+
+
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -94,6 +138,17 @@ class AppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAppend:
+    """An acks=-1 append that is in the leader's log and waits for the high watermark."""
+
+    tp: TopicPartition
+    leader_epoch: LeaderEpoch
+    required_offset: Offset
+    result: AppendResult
+    log: PartitionLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,28 +188,12 @@ class OffsetResult:
 
 
 def _error_for(error: Exception) -> tuple[int, str]:
+    """Kafka's error code for a failed log operation: the one the log error carries
+    (`trafka.log.errors`); anything else is UNKNOWN_SERVER_ERROR, named in the message."""
     name = type(error).__name__
     message = str(error) or name
-    mapping: list[tuple[str, ErrorCode]] = [
-        ("InvalidRecordError", ErrorCode.invalid_record),
-        ("CorruptRecordError", ErrorCode.corrupt_message),
-        ("RecordTooLargeError", ErrorCode.message_too_large),
-        ("RecordBatchTooLargeError", ErrorCode.record_list_too_large),
-        ("OutOfOrderSequenceError", ErrorCode.out_of_order_sequence_number),
-        ("DuplicateSequenceError", ErrorCode.duplicate_sequence_number),
-        ("InvalidProducerEpochError", ErrorCode.invalid_producer_epoch),
-        ("UnknownProducerIdError", ErrorCode.unknown_producer_id),
-        ("InvalidTimestampError", ErrorCode.invalid_timestamp),
-        ("OffsetOutOfRangeError", ErrorCode.offset_out_of_range),
-        ("LogDirFailedError", ErrorCode.kafka_storage_error),
-        ("InvalidTxnStateError", ErrorCode.invalid_txn_state),
-    ]
-    for klass in type(error).__mro__:
-        for error_name, code in mapping:
-            if klass.__name__ == error_name:
-                return int(code), message
     if isinstance(error, log_errors.LogError):
-        return int(ErrorCode.unknown_server_error), message
+        return error.error_code, message
     return int(ErrorCode.unknown_server_error), f"{name}: {message}"
 
 
@@ -166,20 +205,22 @@ class ReplicaManager:
         *,
         node_id: int,
         topics: TopicManager,
-        log_manager: Any,
-        log_config_for: Callable[[str], Any],
-        now_ms: Callable[[], int] | None = None,
+        log_manager: LocalLogs,
+        log_config_for: Callable[[str], LogConfig],
+        store: MetadataStore,
+        isr_writes: IsrWrites,
+        clock: Clock = SYSTEM_CLOCK,
         replica_lag_time_max_ms: int = 30_000,
-        quorum: Any = None,
     ) -> None:
         self._node_id = node_id
         self._topics = topics
         self._log_manager = log_manager
         self._log_config_for = log_config_for
-        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._now_ms = clock.now_ms
         self._append_event = trio.Event()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.quorum = quorum
+        self._store = store
+        self._isr_writes = isr_writes
         self.fence = ControllerEpochFence()
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.followers: dict[TopicPartition, PartitionFollowerState] = {}
@@ -188,8 +229,9 @@ class ReplicaManager:
         """Every partition a LeaderAndIsr has named since start: the stray-log sweep
         (`trafka.node.stray_logs`) never deletes these, their logs may be newer than the
         tree it read."""
-        self.fetchers: Any = None
-        """`replica_fetcher.ReplicaFetchers`, set by the broker."""
+        self.fetchers: FollowerFetchers | None = None
+        """The node's `replica_fetcher.ReplicaFetchers` (they need this manager, so the
+        broker hands them over after both exist)."""
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
         self.leader_quota = ReplicationQuota()
         """KIP-73: the leader side (`leader.replication.throttled.*`)."""
@@ -330,27 +372,14 @@ class ReplicaManager:
                         self._queue_isr_write(write)
 
     async def _isr_writer(self) -> None:
-        from trafka.metadata_quorum.tree import ZooKeeperError
-        from trafka.node.controller import tree_ops
-        from trafka.node.controller_service import _ClientView
-
-        if self.quorum is not None:
-            try:  # the parent of the sequential notifications, so concurrent writers agree
-                await self.quorum.create_recursive(ISR_CHANGE_NOTIFICATION_PATH)
-            except ZooKeeperError as error:
-                log_.info("cannot create %s: %s", ISR_CHANGE_NOTIFICATION_PATH, error)
+        await self._isr_writes.prepare()
         async for write in self._isr_receive:
             succeeded, version = False, ZkVersion(-1)
-            if self.quorum is not None:
-                try:
-                    ops = tree_ops.to_multi_ops(
-                        tree_ops.isr_write_ops(write), _ClientView(self.quorum)
-                    )
-                    results = await self.quorum.multi(list(ops))
-                    version = ZkVersion(int(results[0].stat.version))
-                    succeeded = True
-                except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
-                    log_.info("ISR write for %s failed: %s", write.tp, error)
+            try:
+                version = await self._isr_writes.write(write)
+                succeeded = True
+            except IsrWriteFailed as error:
+                log_.info("ISR write for %s failed: %s", write.tp, error)
             state = self.leaders.get(write.tp)
             if state is None or state.leader_epoch != write.leader_epoch:
                 continue
@@ -376,17 +405,12 @@ class ReplicaManager:
         """After a conflicting ISR write: if the tree still names this broker leader in the
         same leader epoch (the controller rewrote the state without a new epoch), adopt its
         version and ISR so the next proposal can succeed (Kafka re-reads the state too)."""
-        from trafka.node.controller_service import read_partition_state
-
-        if self.quorum is None:
-            return
-        current = read_partition_state(self.quorum, state.tp)
+        current = self._isr_writes.current(state.tp)
         if current is None:
             return
-        data = current.data
-        if data.leader == self._node_id and data.leader_epoch == state.leader_epoch:
+        if current.leader == self._node_id and current.leader_epoch == state.leader_epoch:
             state.zk_version = current.version
-            state.isr = tuple(BrokerId(b) for b in data.isr)
+            state.isr = current.isr
 
     # ---- replication throttles (KIP-73) -----------------------------------------------------
     def apply_throttle_settings(self, settings: ThrottleSettings) -> None:
@@ -396,14 +420,10 @@ class ReplicaManager:
             settings.follower_rate_bytes_per_second, settings.follower_partitions
         )
 
-    def read_throttle_settings(self) -> ThrottleSettings | None:
-        """This broker's throttle settings from the local replica of the tree (None without
-        a quorum): `/config/brokers/<id>`, `/config/brokers/<default>` and the config of
-        every topic held here."""
-        if self.quorum is None:
-            return None
-        from trafka.metadata_quorum import znodes
-
+    def read_throttle_settings(self) -> ThrottleSettings:
+        """This broker's throttle settings from the local replica of the tree:
+        `/config/brokers/<id>`, `/config/brokers/<default>` and the config of every topic
+        held here."""
         broker_config = self._entity_config(znodes.broker_config_path(self._node_id))
         default_config = self._entity_config(znodes.broker_config_path("<default>"))
         topics = {tp.topic for tp in self.leaders} | {tp.topic for tp in self.followers}
@@ -415,12 +435,9 @@ class ReplicaManager:
         )
 
     def _entity_config(self, path: str) -> dict[str, str]:
-        from trafka.metadata_quorum import znodes
-        from trafka.metadata_quorum.tree import NoNodeError
-
         try:
-            data, _ = self.quorum.get_local(path)
-        except NoNodeError:
+            data, _ = self._store.get_local(path)
+        except NoNode:
             return {}
         if not data:
             return {}
@@ -437,8 +454,7 @@ class ReplicaManager:
         except Exception:  # a stopping quorum must not take the replica manager down
             log_.exception("cannot read the replication throttle configs")
             return
-        if settings is not None:
-            self.apply_throttle_settings(settings)
+        self.apply_throttle_settings(settings)
 
     def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:
         """After a follower's Fetch response: count the bytes of every (topic, partition,
@@ -459,7 +475,7 @@ class ReplicaManager:
         self._append_event.set()
         self._append_event = trio.Event()
 
-    def _leader_log(self, topic: str, partition: int) -> tuple[int, Any, int]:
+    def _leader_log(self, topic: str, partition: int) -> tuple[int, PartitionLog | None, int]:
         """(error_code, log or None, leader_epoch)."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         if leader is not None:
@@ -469,7 +485,7 @@ class ReplicaManager:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
         return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
 
-    def get_or_create_log(self, topic: str, partition: int) -> Any:
+    def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
         if log is None:
             state = self._topics.get(topic)
@@ -482,16 +498,21 @@ class ReplicaManager:
         return log
 
     # ---- produce ------------------------------------------------------------------------------
-    async def append(
+    def append_records(
         self,
         topic: str,
         partition: int,
         records: bytes,
         *,
         required_acks: int,
-        timeout_ms: int,
         transactional: bool = False,
-    ) -> AppendResult:
+    ) -> AppendResult | PendingAppend:
+        """The synchronous half of a produce: check, append to the leader's log, move the HW.
+
+        Returns the final result (an error, or success for acks 0/1), or a `PendingAppend`
+        for acks=-1 that `complete_append` waits on. No await happens here, so appends made
+        by consecutive calls land in the order of the calls (per-partition order, MSG-05).
+        """
         error_code, log, leader_epoch = self._leader_log(topic, partition)
         if log is None:
             return AppendResult(error_code)
@@ -515,18 +536,44 @@ class ReplicaManager:
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
             self._high_watermark_moved(tp)
-        if required_acks == -1:
-            outcome = await self._wait_for_replication(
-                tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
-            )
-            if outcome is not ErrorCode.none:
-                return AppendResult(int(outcome), log_start_offset=int(log.log_start_offset))
-        return AppendResult(
+        result = AppendResult(
             0,
             base_offset=int(info.first_offset),
             log_append_time_ms=int(info.log_append_time_ms),
             log_start_offset=int(log.log_start_offset),
         )
+        if required_acks != -1:
+            return result
+        return PendingAppend(
+            tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), result, log
+        )
+
+    async def complete_append(self, pending: PendingAppend, timeout_ms: int) -> AppendResult:
+        """The acks=-1 half: wait in the purgatory until the HW passes the appended batch."""
+        outcome = await self._wait_for_replication(
+            pending.tp, pending.leader_epoch, pending.required_offset, timeout_ms
+        )
+        if outcome is not ErrorCode.none:
+            return AppendResult(int(outcome), log_start_offset=int(pending.log.log_start_offset))
+        return pending.result
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes,
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        transactional: bool = False,
+    ) -> AppendResult:
+        """`append_records` then, for acks=-1, `complete_append`."""
+        step = self.append_records(
+            topic, partition, records, required_acks=required_acks, transactional=transactional
+        )
+        if isinstance(step, AppendResult):
+            return step
+        return await self.complete_append(step, timeout_ms)
 
     async def append_end_transaction_marker(
         self,

@@ -4,7 +4,7 @@ Values are validated and obeyed by `trafka.log.config.LogConfig`; this table add
 DescribeConfigs needs (the type and documentation), with Kafka's defaults rendered as
 strings. A topic key whose default comes from a broker key (`retention.ms` from
 `log.retention.hours`, ...) reports that broker key as a synonym
-(`trafka.node.config.TOPIC_CONFIG_SYNONYMS`).
+(`trafka.node.config.broker.TOPIC_CONFIG_SYNONYMS`).
 
 `leader.replication.throttled.replicas` / `follower.replication.throttled.replicas` are
 obeyed by the replica manager (`trafka.node.replication.throttle`, KIP-73); their format is
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trafka.node.config import ConfigType
+from trafka.node.config.broker import ConfigType
 
 _T = ConfigType
 _LONG_MAX = str(2**63 - 1)
