@@ -177,10 +177,28 @@ def read_all(bootstrap: str, isolation: str, expected: int) -> list[int]:
     return numbers
 
 
+def fully_replicated(bootstrap: str) -> bool:
+    """Every partition has a leader and all three replicas in its ISR."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return all(
+        p.leader >= 0 and len(p.isrs) == 3
+        for topic in metadata.topics.values()
+        for p in topic.partitions.values()
+    )
+
+
 def restart_when_down(cluster: KnodeCluster, node_id: int) -> None:
+    """SIGKILL, restart, and wait until the node is back in every ISR: the failures are
+    sequential (each one hits a healthy cluster), as the scenario describes."""
     cluster.kill(node_id)
     cluster.start(node_id, wait=False)
     cluster.wait_ready(node_id, timeout_s=90)
+    wait_until(
+        lambda: fully_replicated(cluster.bootstrap_servers),
+        timeout_s=120,
+        interval_s=0.5,
+        what="every partition fully replicated again",
+    )
 
 
 def test_exactly_once_copy_through_failures(cluster: KnodeCluster) -> None:
