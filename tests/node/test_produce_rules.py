@@ -41,11 +41,11 @@ def test_control_batches_from_clients_are_invalid_records() -> None:
     assert code("orders", MARKER, "tx") == ErrorCode.invalid_record
 
 
-def test_transactional_batches_without_a_transaction_are_refused() -> None:
-    assert code("orders", TRANSACTIONAL, "tx") == ErrorCode.invalid_txn_state
+def test_transactional_batches_need_a_transactional_id() -> None:
+    # With an id, the coordinator decides whether the partition is in the producer's
+    # transaction (trafka.node.txn_verification, tested with the transaction service).
     assert code("orders", TRANSACTIONAL) == ErrorCode.transactional_id_authorization_failed
-    refusal = transactional_batch_refusal("orders", 7, 1, transactional_id="tx")
-    assert refusal is not None and "has not added orders" in refusal.message
+    assert transactional_batch_refusal("orders", 7, 1, transactional_id="tx") is None
 
 
 def test_one_batch_of_magic_two_only() -> None:

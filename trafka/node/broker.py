@@ -85,6 +85,7 @@ from trafka.node.security.setup import inter_broker_client, listener_security
 from trafka.node.stray_log_cleanup import StrayLogCleanup
 from trafka.node.topic_admin import TopicAdmin
 from trafka.node.topics import TopicManager
+from trafka.node.txn_service import TransactionService
 from trafka.security.acl import AclAuthorizer
 from trafka.security.authorizer import Authorizer, Requester
 from trafka.security.principal import ANONYMOUS
@@ -315,6 +316,19 @@ class Broker:
             config=lambda: configs.config,
             clock=clock,
         )
+        producer_ids = ProducerIdManager(store, node_id=node_id)
+        transactions = TransactionService(  # trafka.node.txn_service
+            node_id=node_id,
+            topics=topics,
+            metadata=metadata,
+            admin=topic_admin,
+            replicas=replicas,
+            producer_ids=producer_ids,
+            groups=groups,
+            config=lambda: configs.config,
+            inter_broker=self.inter_broker,
+            clock=clock,
+        )
         # Only a voter competes for /controller; a broker-only node (a quorum learner)
         # never runs the controller (KRaft's process.roles=broker).
         controller = self._controller(store, configs) if self.config.is_controller else None
@@ -329,8 +343,9 @@ class Broker:
             topics=topics,
             topic_admin=topic_admin,
             configs=configs,
-            producer_ids=ProducerIdManager(store, node_id=node_id),
+            producer_ids=producer_ids,
             groups=groups,
+            transactions=transactions,
             replicas=replicas,
             logs=logs,
             controller=controller,
@@ -364,6 +379,7 @@ class Broker:
             # this node leads (also after a failover) and fires session expiries from
             # start-up, not from the first call.
             await nursery.start(groups.run)
+            await nursery.start(transactions.run)
             # Registered before the listener opens: a client's first Metadata must list us.
             await register(
                 store, self.config, now_ms=self.clock.now_ms(), listeners=self.listener_specs

@@ -10,14 +10,12 @@ decoded), in this order:
    (`ProduceRequest.validateRecords`): INVALID_RECORD;
 3. control batches (commit/abort markers) from clients: INVALID_RECORD, "clients are not
    allowed to write control records" (markers come only from WriteTxnMarkers);
-4. transactional batches: `transactional_batch_refusal` decides. This is the one place the
-   transaction rule lives; the transactions work replaces its body with Kafka's
-   verification ("was AddPartitionsToTxn called for this producer and partition",
-   KIP-890). Until then no transaction can exist, so every transactional batch is refused
-   the way Kafka refuses one whose partition was never added: INVALID_TXN_STATE; without a
-   transactional id in the request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's
-   `KafkaApis.handleProduceRequest`). Accepting one would pin the partition's last stable
-   offset and freeze every read_committed consumer on it.
+4. transactional batches: `transactional_batch_refusal` decides what needs no coordinator:
+   without a transactional id in the request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's
+   `KafkaApis.handleProduceRequest`). Whether the producer added the partition to its
+   ongoing transaction (KIP-890 part 1: else INVALID_TXN_STATE, so no client can pin a
+   partition's last stable offset) is asked of the transaction coordinator by
+   `trafka.node.txn_verification` before the append.
 
 Record-level rules (lengths, varints, offset deltas, keys on compacted topics) are the
 log's (`trafka.log.validation`). Deviation: Kafka checks that the partition exists
@@ -85,16 +83,11 @@ def transactional_batch_refusal(
 ) -> ProduceRefusal | None:
     """The transaction rule (module docstring, rule 4): None admits the batch.
 
-    Swap point for transactions: verify that `transactional_id`'s producer
-    (`producer_id`, `producer_epoch`) added this partition to its ongoing transaction."""
+    The coordinator's verification (partition added to the producer's transaction) is
+    `trafka.node.txn_verification`'s, in the Produce handler."""
     if transactional_id is None:
         return ProduceRefusal(
             ErrorCode.transactional_id_authorization_failed,
             "transactional records need the request's transactional id",
         )
-    return ProduceRefusal(
-        ErrorCode.invalid_txn_state,
-        f"producer {producer_id} (epoch {producer_epoch}) of transactional id "
-        f"{transactional_id!r} has not added {topic} to a transaction "
-        "(transactions are not implemented)",
-    )
+    return None

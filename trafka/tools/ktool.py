@@ -22,6 +22,7 @@ from trafka.tools.groups_cmd import groups_app
 from trafka.tools.quorum_cmd import quorum_app
 from trafka.tools.reassign_cmd import register as register_reassign
 from trafka.tools.topics_cmd import topics_app
+from trafka.tools.transactions_cmd import transactions_app
 
 app = typer.Typer(
     name="ktool",
@@ -36,6 +37,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(dump_log_app, name="dump-log")
 app.add_typer(audit_app, name="audit")
 app.add_typer(groups_app, name="groups")
+app.add_typer(transactions_app, name="transactions")
 app.add_typer(quorum_app, name="quorum")
 register_reassign(app)  # reassign, preferred-elect
 app.command("acls")(acls)

@@ -24,6 +24,7 @@ from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.acls import AclService
 from trafka.node.topic_admin import TopicAdmin
 from trafka.node.topics import TopicManager
+from trafka.node.txn_service import TransactionService
 from trafka.security.acl import authorized_operations_bits
 from trafka.security.authorizer import (
     CLUSTER_RESOURCE_NAME,
@@ -53,6 +54,7 @@ class NodeServices:
     configs: ConfigService
     producer_ids: ProducerIdManager
     groups: GroupService
+    transactions: TransactionService
     replicas: ReplicaManager
     logs: LocalLogs
     controller: ControllerService | None

@@ -11,7 +11,9 @@ wakes it (the replica manager's append event) or `max_wait_ms` expires, then rea
 `max_bytes` bounds the response and `partition_max_bytes` each partition; the first batch
 of the first non-empty partition is returned even when larger (KIP-74), so a consumer never
 gets stuck. READ_COMMITTED reads stop at the last stable offset (= high watermark without
-transactions). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+transactions) and carry the aborted transactions overlapping the records (from the
+segments' `.txnindex`), so the consumer skips their batches. Errors per partition:
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the log end),
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320).
 
@@ -134,7 +136,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     high_watermark=result.high_watermark,
                     last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
-                    aborted_transactions=() if isolation_level == 1 else None,
+                    aborted_transactions=(
+                        tuple(
+                            fetch_encoding.AbortedTransaction(producer_id, first_offset)
+                            for producer_id, first_offset in result.aborted_transactions
+                        )
+                        if isolation_level == 1
+                        else None
+                    ),
                     records=result.records,
                 )
             )

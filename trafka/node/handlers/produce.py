@@ -24,8 +24,12 @@ partitions, nothing appended); with a transactional id also WRITE on that
 TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere). An idempotent
 producer's IDEMPOTENT_WRITE was checked at InitProducerId (KIP-679, Kafka 3.0).
 
-Not implemented: transactional produce (AddPartitionsToTxn is not implemented, so a
-transactional batch gets INVALID_TXN_STATE), quotas (throttle_time_ms is always 0).
+Transactional batches (KIP-98): the first one of a transaction in a partition is verified
+with the transaction coordinator first (KIP-890 part 1, `trafka.node.txn_verification`):
+a partition not added to the transaction gets INVALID_TXN_STATE, so no client can leave a
+hanging transaction; a control batch from a client is INVALID_RECORD.
+
+Not implemented: quotas (throttle_time_ms is always 0).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
+from trafka.node.txn_verification import verify_transactional_batch
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
@@ -67,6 +72,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         refused = ErrorCode.transactional_id_authorization_failed
     else:
         refused = ErrorCode.topic_authorization_failed
+    txn_refused: dict[tuple[str, int], int] = {}
+    if request.transactional_id is not None and acks in (0, 1, -1):
+        # KIP-890 part 1, before any append of this request (see txn_verification).
+        for topic, partition, records in entries:
+            code = await verify_transactional_batch(
+                transactions=ctx.services.transactions,
+                topics=ctx.services.topics,
+                replicas=replica_manager,
+                node_id=ctx.services.node_id,
+                transactional_id=request.transactional_id,
+                topic=topic,
+                partition=partition,
+                records=records or b"",
+            )
+            if code:
+                txn_refused[(topic, partition)] = code
     for topic, partition, records in entries:
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
@@ -79,6 +100,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results[(topic, partition)] = AppendResult(
                 int(refusal.error_code), error_message=refusal.message
             )
+            continue
+        if (topic, partition) in txn_refused:
+            results[(topic, partition)] = AppendResult(txn_refused[(topic, partition)])
             continue
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).

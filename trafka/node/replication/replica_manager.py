@@ -173,6 +173,9 @@ class ReadResult:
     records: tuple[Chunk, ...] = ()
     """Whole batches: file regions (sendfile) or bytes."""
     size: int = 0
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    """READ_COMMITTED: (producer id, first offset) of the aborted transactions overlapping
+    the records (from the segments' `.txnindex`, KIP-98)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -611,6 +614,43 @@ class ReplicaManager:
             return step
         return await self.complete_append(step, timeout_ms)
 
+    async def append_end_transaction_marker(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        timeout_ms: int,
+    ) -> int:
+        """WriteTxnMarkers on this leader: write the control batch, wait for the ISR (Kafka
+        appends markers with acks=all); returns a Kafka error code."""
+        error_code, log, leader_epoch = self._leader_log(topic, partition)
+        if log is None:
+            return error_code
+        tp = TopicPartition(topic, partition)
+        try:
+            info = log.append_end_transaction_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                committed=committed,
+                leader_epoch=leader_epoch,
+                now_ms=self._now_ms(),
+            )
+        except log_errors.TransactionCoordinatorFencedError:
+            return int(ErrorCode.transaction_coordinator_fenced)
+        except Exception as error:
+            return _error_for(error)[0]
+        self.leaders[tp].on_append(Offset(int(log.log_end_offset)), self._now_ms())
+        self._high_watermark_moved(tp)
+        outcome = await self._wait_for_replication(
+            tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
+        )
+        return int(outcome)
+
     async def _wait_for_replication(
         self, tp: TopicPartition, leader_epoch: LeaderEpoch, required: Offset, timeout_ms: int
     ) -> ErrorCode:
@@ -679,7 +719,15 @@ class ReplicaManager:
             read_code, _ = _error_for(error)
             return ReadResult(read_code, high_watermark, last_stable_offset, log_start_offset)
         records, size = _fetch_payload(data)
-        return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, records, size)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if isolation_level == READ_COMMITTED and size and replica_id < 0:
+            aborted = tuple(
+                (txn.producer_id, txn.first_offset)
+                for txn in log.collect_aborted_transactions(fetch_offset, int(data.next_offset))
+            )
+        return ReadResult(
+            0, high_watermark, last_stable_offset, log_start_offset, records, size, aborted
+        )
 
     def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
         leader = self.leaders.get(TopicPartition(topic, partition))
