@@ -460,7 +460,13 @@ class ReplicaManager:
         """(error_code, log or None, leader_epoch)."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         if leader is not None:
-            return 0, self.get_or_create_log(topic, partition), int(leader.leader_epoch)
+            try:
+                log = self.get_or_create_log(topic, partition)
+            except log_errors.LogDirFailedError:
+                # its log dir went offline (full disk, I/O error): Kafka answers
+                # KAFKA_STORAGE_ERROR for the partition, the request itself succeeds
+                return int(ErrorCode.kafka_storage_error), None, int(leader.leader_epoch)
+            return 0, log, int(leader.leader_epoch)
         state = self._topics.partition(topic, partition)
         if state is None:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
