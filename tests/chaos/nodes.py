@@ -12,6 +12,7 @@ source name `chaos<run>` so a later run can find and unmount a leftover.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -142,9 +143,10 @@ class ChaosCluster:
         for node in self.nodes.values():
             if node.disk is not None:
                 # keep the log dir for a post-mortem: the tmpfs goes with the mount
-                shutil.copytree(
-                    node.log_dir, self.base_dir / f"node-{node.node_id}", dirs_exist_ok=True
-                )
+                with contextlib.suppress(OSError):
+                    shutil.copytree(
+                        node.log_dir, self.base_dir / f"node-{node.node_id}", dirs_exist_ok=True
+                    )
                 node.log_dir = self.base_dir / f"node-{node.node_id}"
                 subprocess.run(["umount", "-l", str(node.disk)], capture_output=True, check=False)
                 node.disk = None
