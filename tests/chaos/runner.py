@@ -497,6 +497,9 @@ def _run(
     report = check_history(
         history, seed=config.seed, replica_divergences=divergences, nodes_down=nodes_down
     )
+    for error in history.errors:
+        if error.error.startswith("worker crashed"):
+            report.notes.append(f"{error.client}: {error.error}")
     for node_id, code in cluster.deaths:
         report.notes.append(f"node {node_id} exited by itself with code {code}")
     if replicas.behind:

@@ -71,7 +71,11 @@ def render_svg(history: History, report: Report) -> str:
         parts.append(
             f'<rect x="{x0:.1f}" y="{lane_y - 10}" width="{max(2.0, x2 - x0):.1f}" '
             f'height="12" fill="#f4a261"/>'
-            f'<text x="{x0 + 3:.1f}" y="{lane_y}">{title}</text>'
+            + (
+                f'<text x="{x0 + 3:.1f}" y="{lane_y}">{title}</text>'
+                if x0 < LEFT + plot_width * 0.55
+                else f'<text x="{x2 - 3:.1f}" y="{lane_y}" text-anchor="end">{title}</text>'
+            )
         )
     parts.append(_polyline(acked, scale_x, scale_y, "#2a9d8f"))
     parts.append(_polyline(troubles, scale_x, scale_y, "#e63946"))

@@ -113,7 +113,9 @@ class ProducerWorker(threading.Thread):
                 "error_cb": self._on_error,
             },
         )
-        if not self.idempotent:
+        if self.idempotent:
+            config["debug"] = "eos"  # PID/epoch changes and their reasons, into clients.log
+        else:
             config["max.in.flight.requests.per.connection"] = 5
         return Producer(config)
 
@@ -145,6 +147,14 @@ class ProducerWorker(threading.Thread):
         return callback
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as error:  # recorded, never an unhandled thread exception
+            self.errors.append(
+                ClientError(self.clock.now(), self.producer_name, f"worker crashed: {error!r}")
+            )
+
+    def _run(self) -> None:
         producer = self._producer()
         seq = 0
         interval = 1.0 / self.rate
@@ -227,6 +237,14 @@ class ConsumerWorker(threading.Thread):
         self.errors.append(ClientError(self.clock.now(), self.consumer_name, str(error)))
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as error:  # recorded, never an unhandled thread exception
+            self.errors.append(
+                ClientError(self.clock.now(), self.consumer_name, f"worker crashed: {error!r}")
+            )
+
+    def _run(self) -> None:
         consumer = Consumer(
             client_config(
                 self.bootstrap,
