@@ -344,16 +344,16 @@ def _per_nemesis(
     for write in history.writes:
         if write.acked is None:
             continue
-        fault = _fault_at(faults, write.acked)
-        if fault is not None and (fault.end is None or write.acked <= fault.end):
-            row(fault.nemesis)["acked"] += 1
+        window = _fault_at(faults, write.acked)
+        if window is not None and (window.end is None or write.acked <= window.end):
+            row(window.nemesis)["acked"] += 1
     for kind, items in anomalies.items():
         if kind not in ERROR_KINDS or kind == "replica_divergences":
             continue
         for item in items:
             t = _anomaly_time(kind, item, writes)
-            fault = _fault_at(faults, t) if t is not None else None
-            row(fault.nemesis if fault else "(no fault)")["anomalies"][kind] += 1
+            owner = _fault_at(faults, t) if t is not None else None
+            row(owner.nemesis if owner else "(no fault)")["anomalies"][kind] += 1
     for entry in unavailability:
         current = row(entry.nemesis)
         for key, value in (

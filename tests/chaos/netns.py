@@ -111,7 +111,7 @@ def cleanup_leftovers(*, current_run: int | None = None) -> list[str]:
 
 
 def unmount_leftovers(*, current_run: int | None = None) -> list[str]:
-    removed = []
+    removed: list[str] = []
     try:
         with open("/proc/mounts") as mounts:
             entries = [line.split() for line in mounts]

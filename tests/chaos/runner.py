@@ -295,8 +295,8 @@ def run_chaos(config: ChaosConfig) -> Outcome:
         raise _Interrupted(f"signal {signal.Signals(signum).name}")
 
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            previous[signum] = signal.signal(signum, interrupted)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous[int(sig)] = signal.signal(sig, interrupted)
 
     network: Network | None = None
     network_reason: str | None = None
@@ -497,9 +497,9 @@ def _run(
     report = check_history(
         history, seed=config.seed, replica_divergences=divergences, nodes_down=nodes_down
     )
-    for error in history.errors:
-        if error.error.startswith("worker crashed"):
-            report.notes.append(f"{error.client}: {error.error}")
+    for client_error in history.errors:
+        if client_error.error.startswith("worker crashed"):
+            report.notes.append(f"{client_error.client}: {client_error.error}")
     for node_id, code in cluster.deaths:
         report.notes.append(f"node {node_id} exited by itself with code {code}")
     if replicas.behind:
