@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/chaos.py [--nodes 3|5] [--duration 600] [--seed N]
                                     [--nemeses kill,pause,...] [--fast-timeouts]
-                                    [--spark-audit/--no-spark-audit] [--out DIR]
+                                    [--spark-audit/--no-spark-audit] [--no-namespaces]
+                                    [--out DIR]
 
 Environment defaults: CHAOS_NODES, CHAOS_DURATION, CHAOS_SEED. Without --seed a random seed
 is drawn and printed first. Kafka's default timeouts are kept unless --fast-timeouts
@@ -41,6 +42,10 @@ def main() -> int:
         "--spark-audit", action=argparse.BooleanOptionalAction, default=True,
         help="also run ktool audit check (Spark) over the log dirs at the end",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-namespaces", action="store_true",
+        help="nodes on loopback (what a run without root does): network nemeses skipped",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
@@ -62,6 +67,7 @@ def main() -> int:
         every_nemesis_once=long_run,
         message_timeout_ms=120_000,
         spark_audit=args.spark_audit,
+        use_namespaces=not args.no_namespaces,
     )
     outcome = run_chaos(config)
     report = outcome.report
