@@ -84,3 +84,19 @@ class History:
 
     def to_json_object(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def history_from_json_object(data: dict[str, Any]) -> History:
+    """The inverse of `History.to_json_object` (to re-check a run's history.json offline)."""
+    return History(
+        topic=data["topic"],
+        partitions=data["partitions"],
+        duration=data["duration"],
+        writes=[Write(**w) for w in data["writes"]],
+        reads=[Read(**r) for r in data["reads"]],
+        faults=[Fault(**f) for f in data["faults"]],
+        errors=[ClientError(**e) for e in data["errors"]],
+        skipped=dict(data["skipped"]),
+        final_reads_complete=data["final_reads_complete"],
+        meta_ops=list(data["meta_ops"]),
+    )

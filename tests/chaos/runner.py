@@ -38,7 +38,7 @@ from tests.chaos.nemesis import ALL_NEMESES, Nemeses
 from tests.chaos.netns import Network, Unavailable, cleanup_leftovers
 from tests.chaos.nodes import ChaosCluster
 from tests.chaos.replicas import ReplicaCheck, check_replicas
-from tests.chaos.timeline import write_html
+from tests.chaos.timeline import markdown_table, write_html
 from tests.chaos.workload import (
     CLIENT_LOGGER,
     Clock,
@@ -521,6 +521,10 @@ def _run(
     document["faults"] = [asdict(f) for f in history.faults]
     report_path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str))
     (base / "history.json").write_text(json.dumps(history.to_json_object(), default=str))
+    (base / "summary.md").write_text(
+        f"seed {config.seed}, {config.nodes} nodes, {history.duration:.0f} s: {report.verdict}\n\n"
+        + markdown_table(report)
+    )
     timeline_path = base / "timeline.html"
     write_html(timeline_path, history, report)
     log(report.verdict)

@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 from tests.chaos.checker import check_history
-from tests.chaos.history import ClientError, Fault, History, Read, Write
+from tests.chaos.history import (
+    ClientError,
+    Fault,
+    History,
+    Read,
+    Write,
+    history_from_json_object,
+)
 from tests.chaos.timeline import render_html
 
 
@@ -217,3 +224,13 @@ def test_timeline_html_has_the_fault_windows(tmp_path: Path) -> None:
     assert "disk-full: no tmpfs: not root" in page
     assert page.count("<polyline") == 2
     assert report.verdict in page
+
+
+def test_history_survives_its_json_round_trip() -> None:
+    history = _history([_write("a", 0, 0), _write("b", 0, None)], [_read(0, "a")])
+    history.faults.append(Fault(nemesis="kill", detail="n1", start=1.0, heal=2.0, nodes=[1]))
+    history.errors.append(ClientError(time=1.0, client="p1", error="x", fatal=True))
+    history.meta_ops.append({"op": "create_topic", "name": "m", "acked": True})
+    again = history_from_json_object(json.loads(json.dumps(history.to_json_object())))
+    assert again == history
+    assert check_history(again).verdict == check_history(history).verdict

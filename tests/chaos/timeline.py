@@ -134,3 +134,22 @@ def render_html(history: History, report: Report) -> str:
 
 def write_html(path: Path, history: History, report: Report) -> None:
     path.write_text(render_html(history, report))
+
+
+def markdown_table(report: Report) -> str:
+    """The per-nemesis results as a Markdown table (docs/reliability.md's layout)."""
+    lines = [
+        "| nemesis | faults | writes acked during | lost | duplicates (idempotent) | "
+        "inconsistent offsets | non-monotonic polls | skips | other anomalies | "
+        "worst unavailability after fault (s) | after heal (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    named = ("lost", "duplicates_idempotent", "inconsistent_offsets", "nonmonotonic_polls",
+             "skips")  # fmt: skip
+    for name, row in sorted(report.per_nemesis.items()):
+        anomalies = row["anomalies"]
+        other = sum(v for k, v in anomalies.items() if k not in named)
+        cells = [name, row["faults"], row["acked"], *(anomalies.get(k, 0) for k in named), other,
+                 row["worst_after_fault_s"], row["worst_after_heal_s"]]  # fmt: skip
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
