@@ -30,6 +30,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -120,14 +121,12 @@ class ProducerWorker(threading.Thread):
         return Producer(config)
 
     def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
+        fatal = bool(error.fatal()) or error.code() == KafkaError._FATAL
+        if fatal:
             self.fatal_pending = True
         self.errors.append(
             ClientError(
-                time=self.clock.now(),
-                client=self.producer_name,
-                error=str(error),
-                fatal=bool(error.fatal()),
+                time=self.clock.now(), client=self.producer_name, error=str(error), fatal=fatal
             )
         )
 
@@ -185,8 +184,14 @@ class ProducerWorker(threading.Thread):
             except BufferError:
                 producer.poll(0.1)
                 continue
-            except Exception as error:  # a fatal producer refuses produce(): record, go on
-                self.errors.append(ClientError(self.clock.now(), self.producer_name, str(error)))
+            except KafkaException as error:  # a fatal producer refuses produce()
+                cause = error.args[0] if error.args else None
+                if isinstance(cause, KafkaError):
+                    self._on_error(cause)
+                else:
+                    self.errors.append(
+                        ClientError(self.clock.now(), self.producer_name, str(error))
+                    )
                 time.sleep(0.1)
                 continue
             self.writes.append(write)
