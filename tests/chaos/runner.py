@@ -280,7 +280,7 @@ def run_chaos(config: ChaosConfig) -> Outcome:
     client_log = logging.FileHandler(base / "clients.log")
     client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     CLIENT_LOGGER.addHandler(client_log)
-    CLIENT_LOGGER.setLevel(logging.INFO)
+    CLIENT_LOGGER.setLevel(logging.DEBUG)
     rng = random.Random(config.seed)
     log(
         f"seed {config.seed}: {config.nodes} nodes, {config.duration_s:.0f} s, "
