@@ -61,6 +61,9 @@ class Unavailability:
     after_heal: float | None
     recovered: bool
     """False when some partition acknowledged no fresh write before the run ended."""
+    longest_stall: float | None = None
+    """The longest time any partition went without an acknowledgement between the fault
+    and its end (for faults whose damage comes later than their start: rolling restarts)."""
 
 
 @dataclass
@@ -264,7 +267,21 @@ def _unavailability(fault: Fault, history: History) -> Unavailability:
             result = max(result, first - since)
         return round(result, 3)
 
+    window_end = fault.end if fault.end is not None else fault.heal
+    stall: float | None = None
+    if window_end is not None:
+        stall = 0.0
+        for partition in range(history.partitions):
+            times = sorted(
+                w.acked
+                for w in by_partition.get(partition, [])
+                if w.acked is not None and fault.start <= w.acked <= window_end
+            )
+            edges = [fault.start, *times, window_end]
+            stall = max(stall, *(b - a for a, b in itertools.pairwise(edges)))
+        stall = round(stall, 3)
     return Unavailability(
+        longest_stall=stall,
         nemesis=fault.nemesis,
         detail=fault.detail,
         start=round(fault.start, 3),
@@ -335,6 +352,7 @@ def _per_nemesis(
                 "anomalies": {k: 0 for k in ERROR_KINDS if k != "replica_divergences"},
                 "worst_after_fault_s": None,
                 "worst_after_heal_s": None,
+                "worst_stall_s": None,
                 "unrecovered": 0,
             },
         )
@@ -359,6 +377,7 @@ def _per_nemesis(
         for key, value in (
             ("worst_after_fault_s", entry.after_fault),
             ("worst_after_heal_s", entry.after_heal),
+            ("worst_stall_s", entry.longest_stall),
         ):
             if value is not None and (current[key] is None or value > current[key]):
                 current[key] = value

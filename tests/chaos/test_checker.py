@@ -198,6 +198,8 @@ def test_unavailability_after_fault_and_heal() -> None:
     assert entry.after_fault == 6.1
     assert entry.after_heal == 2.1
     assert entry.recovered
+    # partition 1 acknowledges nothing inside the fault's window [10, 15]
+    assert entry.longest_stall == 5.0
     row = report.per_nemesis["isolate"]
     assert row["faults"] == 1 and row["worst_after_fault_s"] == 6.1
     # acks between 10 and 15 (the fault's window): partition 0 only

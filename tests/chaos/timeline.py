@@ -106,7 +106,8 @@ def render_html(history: History, report: Report) -> str:
         rows.append(
             f"<tr><td>{html.escape(name)}</td><td>{row['faults']}</td><td>{row['acked']}</td>"
             f"<td>{anomalies}</td><td>{row['worst_after_fault_s']}</td>"
-            f"<td>{row['worst_after_heal_s']}</td><td>{row['unrecovered']}</td></tr>"
+            f"<td>{row['worst_after_heal_s']}</td><td>{row.get('worst_stall_s')}</td>"
+            f"<td>{row['unrecovered']}</td></tr>"
         )
     skipped = "".join(
         f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in sorted(report.skipped.items())
@@ -123,7 +124,7 @@ def render_html(history: History, report: Report) -> str:
         f"{render_svg(history, report)}"
         "<h3>Per nemesis</h3><table><tr><th>nemesis</th><th>faults</th><th>acked during</th>"
         "<th>anomalies</th><th>worst unavailability after fault (s)</th>"
-        "<th>after heal (s)</th><th>unrecovered</th></tr>"
+        "<th>after heal (s)</th><th>longest stall (s)</th><th>unrecovered</th></tr>"
         + "".join(rows)
         + "</table>"
         + f"<h3>Anomalies</h3><p>{html.escape(counts)}</p>"
@@ -141,8 +142,8 @@ def markdown_table(report: Report) -> str:
     lines = [
         "| nemesis | faults | writes acked during | lost | duplicates (idempotent) | "
         "inconsistent offsets | non-monotonic polls | skips | other anomalies | "
-        "worst unavailability after fault (s) | after heal (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "worst unavailability after fault (s) | after heal (s) | longest stall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     named = ("lost", "duplicates_idempotent", "inconsistent_offsets", "nonmonotonic_polls",
              "skips")  # fmt: skip
@@ -150,6 +151,7 @@ def markdown_table(report: Report) -> str:
         anomalies = row["anomalies"]
         other = sum(v for k, v in anomalies.items() if k not in named)
         cells = [name, row["faults"], row["acked"], *(anomalies.get(k, 0) for k in named), other,
-                 row["worst_after_fault_s"], row["worst_after_heal_s"]]  # fmt: skip
+                 row["worst_after_fault_s"], row["worst_after_heal_s"],
+                 row.get("worst_stall_s")]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
