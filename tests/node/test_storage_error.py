@@ -1,15 +1,20 @@
-"""A leader whose log dir went offline answers KAFKA_STORAGE_ERROR (found by the chaos
-harness, tests/chaos: the disk-full nemesis filled a node's log dir; the next Produce for a
-partition whose log had been dropped raised LogDirFailedError out of the handler and the
-broker closed the client's connection instead of answering)."""
+"""Log dir failures answer KAFKA_STORAGE_ERROR, as Kafka's do (both found by the chaos
+harness's disk-full nemesis, tests/chaos, docs/reliability.md): a Produce for a partition
+whose log had been dropped with its offline dir raised LogDirFailedError out of the handler
+and the broker closed the client's connection; and a write that failed with ENOSPC left
+its dir online, so the next batch got OUT_OF_ORDER_SEQUENCE_NUMBER."""
 
 from __future__ import annotations
 
+import errno
 import random
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
+from trafka.log import segment as segment_module
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.node.local_logs import LocalLogs
@@ -57,3 +62,47 @@ async def test_produce_and_fetch_on_an_offline_log_dir_get_kafka_storage_error(
         assert result.error_code == ErrorCode.kafka_storage_error
         read = manager.read("t", partition, 0, max_bytes=1 << 20, isolation_level=0, replica_id=-1)
         assert read.error_code == ErrorCode.kafka_storage_error
+
+
+async def test_a_failed_write_takes_the_log_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the chaos harness (disk-full, 5 nodes, seed 5005): a write that hit ENOSPC
+    left the log online, the producer's next in-flight batch was checked against it and got
+    OUT_OF_ORDER_SEQUENCE_NUMBER; librdkafka then bumped its epoch and re-sent possibly
+    written batches of other partitions under the new epoch (duplicates). Kafka takes the
+    dir offline at the first I/O error (LogDirFailureChannel): every later request for its
+    partitions gets KAFKA_STORAGE_ERROR."""
+    manager, logs = await _leader(tmp_path)
+
+    def batch(sequence: int) -> bytes:
+        return build_batch(
+            [NewRecord(b"v", timestamp=NOW)],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=sequence,
+        )
+
+    assert (
+        await manager.append("t", 0, batch(0), required_acks=1, timeout_ms=1000)
+    ).error_code == 0
+
+    real = segment_module._pwrite_all
+    calls = 0
+
+    def disk_full(fd: int, buffers: Any, position: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, buffers, position)
+
+    monkeypatch.setattr(segment_module, "_pwrite_all", disk_full)
+    first = await manager.append("t", 0, batch(1), required_acks=1, timeout_ms=1000)
+    assert first.error_code == ErrorCode.kafka_storage_error
+    # the next batch of the same producer (in flight behind the failed one)
+    second = await manager.append("t", 0, batch(2), required_acks=1, timeout_ms=1000)
+    assert second.error_code == ErrorCode.kafka_storage_error  # not OUT_OF_ORDER_SEQUENCE_NUMBER
+    other = await manager.append("t", 1, batch(0), required_acks=1, timeout_ms=1000)
+    assert other.error_code == ErrorCode.kafka_storage_error  # the whole dir is offline
+    assert tmp_path / "logs" in logs.manager.offline_dirs
