@@ -9,9 +9,10 @@ Environment defaults: CHAOS_NODES, CHAOS_DURATION, CHAOS_SEED. Without --seed a 
 is drawn and printed first. Kafka's default timeouts are kept unless --fast-timeouts
 (broker.session.timeout.ms=9000, replica.lag.time.max.ms=30000), so the unavailability
 figures are Kafka-default ones. Prints the verdict last; exits 0 when valid, 1 when not.
-Writes report.json, history.json, timeline.html and the nodes' logs to --out
-(default /tmp/chaos-<seed>). Runs as root (namespaces, nftables, tmpfs); a mechanism that
-is unavailable is named once and its nemeses skipped.
+Writes report.json, summary.md, history.json, timeline.html, clients.log and the nodes' logs
+to --out (default /tmp/chaos-<seed>-<date>-<time>; a directory holding an earlier run's
+nodes is refused). Runs as root (namespaces, nftables, tmpfs); a mechanism that is
+unavailable is named once and its nemeses skipped.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -57,7 +59,7 @@ def main() -> int:
     long_run = args.duration >= 300
     config = ChaosConfig(
         seed=seed,
-        base_dir=args.out or Path(f"/tmp/chaos-{seed}"),
+        base_dir=args.out or Path(f"/tmp/chaos-{seed}-{time.strftime('%Y%m%d-%H%M%S')}"),
         nodes=args.nodes,
         duration_s=args.duration,
         nemeses=nemeses,

@@ -275,6 +275,9 @@ def _spark_audit(log_dirs: list[Path], out: Path) -> dict[str, Any]:
 
 def run_chaos(config: ChaosConfig) -> Outcome:
     base = config.base_dir
+    if base.exists() and any(base.glob("node-*")):
+        # the nodes would start on the old run's data and the checker would read its values
+        raise ValueError(f"{base} already holds a run's nodes: give a new output directory")
     base.mkdir(parents=True, exist_ok=True)
     run_id = os.getpid()
     client_log = logging.FileHandler(base / "clients.log")
