@@ -9,6 +9,7 @@ and the anomaly counts.
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 from tests.chaos.checker import Report
@@ -23,8 +24,9 @@ LANE = 16
 
 
 def _polyline(values: list[float], scale_x: float, scale_y: float, colour: str) -> str:
+    """Square-root vertical scale: the bursts after a heal do not flatten the steady rate."""
     points = " ".join(
-        f"{LEFT + (i + 0.5) * scale_x:.1f},{TOP + PLOT_HEIGHT - v * scale_y:.1f}"
+        f"{LEFT + (i + 0.5) * scale_x:.1f},{TOP + PLOT_HEIGHT - math.sqrt(v) * scale_y:.1f}"
         for i, v in enumerate(values)
     )
     return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
@@ -40,7 +42,7 @@ def render_svg(history: History, report: Report) -> str:
     peak = max([1.0, *acked, *troubles])
     plot_width = WIDTH - LEFT - RIGHT
     scale_x = plot_width / buckets
-    scale_y = PLOT_HEIGHT / peak
+    scale_y = PLOT_HEIGHT / math.sqrt(peak)
     seconds_x = plot_width / max(history.duration, bucket_s)
     faults = sorted(history.faults, key=lambda f: f.start)
     height = TOP + PLOT_HEIGHT + 40 + LANE * max(1, len(faults))
@@ -90,10 +92,11 @@ def render_svg(history: History, report: Report) -> str:
     parts.append(
         f'<text x="{LEFT}" y="{TOP - 8}">per {bucket_s:g} s: '
         f'<tspan fill="#2a9d8f">acknowledged writes</tspan> (peak {max([0.0, *acked]):g}), '
-        f'<tspan fill="#e63946">failed writes + client errors</tspan>; '
+        f'<tspan fill="#e63946">failed writes + client errors</tspan> (square-root scale); '
         "shaded: fault injected to healed (dark), healed to recovered (light)</text>"
     )
     parts.append(f'<text x="4" y="{TOP + 10}">{peak:g}</text>')
+    parts.append(f'<text x="4" y="{TOP + PLOT_HEIGHT - PLOT_HEIGHT / 2}">{peak / 4:g}</text>')
     parts.append(f'<text x="4" y="{TOP + PLOT_HEIGHT}">0</text>')
     parts.append("</svg>")
     return "\n".join(parts)
