@@ -15,7 +15,7 @@ require = @command -v $(1) >/dev/null 2>&1 || { \
 	echo "make: '$(1)' is missing (the tests need it); install it with: apt-get install -y $(2)" >&2; \
 	exit 1; }
 
-.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench
+.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench chaos
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,14 @@ check: lint types contracts test
 
 bench: $(STAMP)
 	$(BIN)/python bench/log_append.py
+
+## Fault injection (docs/reliability.md): 10 minutes, 3 nodes in network namespaces, every
+## nemesis, Kafka's default timeouts; the seed is printed first. Needs root.
+## CHAOS_NODES=5 for five nodes, CHAOS_SEED=N to replay a schedule, CHAOS_DURATION=seconds.
+CHAOS_NODES ?= 3
+CHAOS_DURATION ?= 600
+chaos: $(STAMP)
+	CHAOS_NODES=$(CHAOS_NODES) CHAOS_DURATION=$(CHAOS_DURATION) $(BIN)/python bench/chaos.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

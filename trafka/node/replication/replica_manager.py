@@ -506,11 +506,30 @@ class ReplicaManager:
         """(error_code, log or None, leader_epoch)."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         if leader is not None:
-            return 0, self.get_or_create_log(topic, partition), int(leader.leader_epoch)
+            try:
+                log = self.get_or_create_log(topic, partition)
+            except log_errors.LogDirFailedError:
+                # its log dir went offline (full disk, I/O error): Kafka answers
+                # KAFKA_STORAGE_ERROR for the partition, the request itself succeeds
+                return int(ErrorCode.kafka_storage_error), None, int(leader.leader_epoch)
+            return 0, log, int(leader.leader_epoch)
         state = self._topics.partition(topic, partition)
         if state is None:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
         return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
+
+    def _log_dir_failed(self, topic: str, partition: int, error: Exception) -> None:
+        """Kafka's LogDirFailureChannel: an I/O error in one log takes its whole dir offline,
+        so the partition's next requests get KAFKA_STORAGE_ERROR. (Left online, the next
+        idempotent batch was checked against a log whose last write had failed and got
+        OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka bump its producer epoch and
+        re-send possibly written batches of other partitions as new ones: duplicates.)"""
+        manager = getattr(self._log_manager, "manager", None)
+        if manager is None:
+            return
+        log_dir = manager.dir_of(topic, partition)
+        if log_dir is not None:
+            manager.mark_dir_offline(log_dir, str(error))
 
     def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
@@ -560,6 +579,8 @@ class ReplicaManager:
         try:
             info = log.append_as_leader(records, leader_epoch=leader_epoch, now_ms=self._now_ms())
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
+            if isinstance(error, log_errors.LogDirFailedError):
+                self._log_dir_failed(topic, partition, error)
             code, message = _error_for(error)
             return AppendResult(
                 code,
