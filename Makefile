@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-m 'not slow'"`.
 PYTEST_ARGS ?=
 
-.PHONY: run test check fast format lint types contracts venv clean bench
+.PHONY: run test check fast format lint types contracts venv clean bench java
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,22 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/knode start --id 1
 
+## Kafka's Java client, CLI tools and Kafka Streams for tests/cluster/test_java_*.py: Maven
+## fetches the jars (into ~/.m2) and copies them to tests/java/target/dependency, and compiles
+## the small test programs into tests/java/target/classes; again only when tests/java changes.
+JAVA_DIR   := tests/java
+JAVA_STAMP := $(JAVA_DIR)/target/.built
+JAVA_SRC   := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -type f 2>/dev/null)
+
+$(JAVA_STAMP): $(JAVA_SRC)
+	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { echo "make java: java and mvn are needed (JDK 17+): apt-get install -y openjdk-17-jdk-headless maven" >&2; exit 1; }
+	mvn -q -B -f $(JAVA_DIR)/pom.xml package
+	touch $(JAVA_STAMP)
+
+java: $(JAVA_STAMP)
+
 ## Set up and run the whole test suite.
-test: $(STAMP)
+test: $(STAMP) $(JAVA_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## A quick subset for development: no real clusters, no Spark, nothing slow.
@@ -48,4 +62,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/log_append.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(JAVA_DIR)/target
