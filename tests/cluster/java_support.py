@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.cluster import KnodeCluster
+
 REPO = Path(__file__).resolve().parents[2]
 JAVA_DIR = REPO / "tests" / "java"
 CLASSES = JAVA_DIR / "target" / "classes"
@@ -53,6 +55,39 @@ TOOLS = {
 
 # Client-side JVM flags: C1 only and a small heap start faster on 2 shared cores.
 JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx512m"]
+
+
+def start_slowly(cluster: KnodeCluster, timeout_s: float = 240.0) -> None:
+    """Start every node and wait longer than KnodeCluster does: with the JVMs of these tests
+    beside other suites on 2 shared cores, a node's start-up can exceed 90 s."""
+    for node_id in cluster.nodes:
+        cluster.start(node_id, wait=False)
+    for node_id in cluster.nodes:
+        cluster.wait_ready(node_id, timeout_s=timeout_s)
+    settle(cluster)
+
+
+def settle(cluster: KnodeCluster, timeout_s: float = 120.0) -> None:
+    """One acks=all message into each partition of a fresh RF-3 topic: every broker leads a
+    partition and follows the others before the tests start timing their own calls."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    count = len(cluster.nodes)
+    topic = "java-support-warm-up"
+    admin.create_topics([NewTopic(topic, count, replication_factor=count)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    delivered: list[object] = []
+    for partition in range(count):
+        producer.produce(
+            topic,
+            value=b"warm-up",
+            partition=partition,
+            on_delivery=lambda error, _message: delivered.append(error),
+        )
+    assert producer.flush(timeout_s) == 0, f"warm-up produce did not finish in {timeout_s}s"
+    assert delivered == [None] * count, delivered
 
 
 def java_command() -> list[str]:
@@ -156,6 +191,9 @@ class ToolShell:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        self._reader.join(timeout=10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
 
     def __enter__(self) -> ToolShell:
         return self

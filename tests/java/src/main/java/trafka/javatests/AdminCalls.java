@@ -167,11 +167,13 @@ public final class AdminCalls {
                 // every broker learns of the change through /config/changes: poll for a while
                 Config c = admin.describeConfigs(List.of(clusterDefault)).all().get().get(clusterDefault);
                 long deadline = System.currentTimeMillis() + 20_000;
-                while (c.get("log.retention.ms") == null && System.currentTimeMillis() < deadline) {
+                Config b = admin.describeConfigs(List.of(broker1)).all().get().get(broker1);
+                while ((c.get("log.retention.ms") == null || !"604800001".equals(b.get("log.retention.ms").value()))
+                        && System.currentTimeMillis() < deadline) {
                     Thread.sleep(200);
                     c = admin.describeConfigs(List.of(clusterDefault)).all().get().get(clusterDefault);
+                    b = admin.describeConfigs(List.of(broker1)).all().get().get(broker1);
                 }
-                Config b = admin.describeConfigs(List.of(broker1)).all().get().get(broker1);
                 return Clients.obj("default", configs(c, Set.of("log.retention.ms")), "broker1", configs(b, Set.of("log.retention.ms")));
             });
             call("createPartitions", () -> {
