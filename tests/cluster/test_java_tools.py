@@ -621,7 +621,8 @@ def test_kafka_log_dirs_and_delete_records(tools: Tools, tmp_path: Path) -> None
         sizes = re.findall(r'"partition":"tl-0","size":(\d+)', result.out)
         return result if len(sizes) == 2 and all(int(size) > 0 for size in sizes) else None
 
-    result = wait_until(replicated, timeout_s=30, what="both replicas of tl-0 on disk")
+    # generous: a follower held back by the previous test's throttled reassignment catches up
+    result = wait_until(replicated, timeout_s=120, what="both replicas of tl-0 on disk")
     assert result.lines[0] == "Querying brokers for log directories information"
     assert result.lines[1].startswith("Received log directory information from brokers ")
     report = json.loads(result.lines[2])
