@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,8 +27,6 @@ from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +45,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnodeCluster]:
 
 def _dump_batches(cluster: KnodeCluster, topic: str) -> list[str]:
     """`ktool dump-log` batch lines of every replica of every partition of `topic`."""
-    lines: list[str] = []
-    for node in cluster.nodes.values():
-        for segment in sorted(node.data_dir.glob(f"{topic}-*/*.log")):
-            completed = subprocess.run(
-                [str(REPO / ".venv" / "bin" / "ktool"), "dump-log", str(segment)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            lines += [line for line in completed.stdout.splitlines() if "baseOffset:" in line]
-    return lines
+    segments = [
+        str(segment)
+        for node in cluster.nodes.values()
+        for segment in sorted(node.data_dir.glob(f"{topic}-*/*.log"))
+    ]
+    completed = subprocess.run(
+        [sys.executable, "-m", "trafka.tools.ktool", "dump-log", *segments],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert completed.stdout.count("Dumping ") == len(segments) == 3 * len(cluster.nodes)
+    return [line for line in completed.stdout.splitlines() if "baseOffset:" in line]
 
 
 def test_producer_all_codecs_idempotent_and_group_consumer(cluster: KnodeCluster) -> None:
