@@ -19,7 +19,7 @@ from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import FileMetadataStore
-from trafka.node.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.topics import TopicManager
 
 NOW = 1_700_000_000_000

@@ -602,6 +602,16 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         minimum=0,
         dynamic=True,
     ),
+    _d(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        _T.LONG,
+        _INT64_MAX,
+        "Upper bound (B/s) on disk IO moving replicas between log directories of one broker. "
+        "Stored for Kafka's tools (kafka-reassign-partitions --verify deletes it with the two "
+        "rates above); trafka never moves replicas between log directories, so it limits nothing.",
+        minimum=0,
+        dynamic=True,
+    ),
     # --- groups and offsets -------------------------------------------------------------------
     _d(
         "offsets.topic.num.partitions",
