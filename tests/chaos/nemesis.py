@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
-from trafka.node.metadata_client import describe_quorum_on, on_server
 
 from tests.chaos.history import Fault
 from tests.chaos.netns import Network, Unavailable
 from tests.chaos.nodes import ChaosCluster
 from tests.chaos.workload import Clock, admin_client
+from trafka.client.metadata import describe_quorum_on, on_server
 
 NETWORK_NEMESES = (
     "isolate-one",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,23 @@ from kio.schema.errors import ErrorCode
 from trafka.log import segment as segment_module
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
+from trafka.node.clock import ManualClock
+from trafka.node.controller.isr_writes import TreeIsrWrites
 from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import FileMetadataStore
+from trafka.node.metadata_store import memory_store
 from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
 from trafka.node.topics import TopicManager
 
 NOW = 1_700_000_000_000
 
 
-async def _leader(tmp_path: Path) -> tuple[ReplicaManager, LocalLogs]:
-    store = FileMetadataStore(tmp_path / "tree.json")
+@asynccontextmanager
+async def _leader(tmp_path: Path) -> AsyncIterator[tuple[ReplicaManager, LocalLogs]]:
+    async with memory_store() as store:
+        yield await _leader_on(store, tmp_path)
+
+
+async def _leader_on(store: Any, tmp_path: Path) -> tuple[ReplicaManager, LocalLogs]:
     topics = TopicManager(
         store,
         node_id=1,
@@ -41,7 +50,9 @@ async def _leader(tmp_path: Path) -> tuple[ReplicaManager, LocalLogs]:
         topics=topics,
         log_manager=logs,
         log_config_for=lambda _topic: LogConfig(),
-        now_ms=lambda: NOW,
+        store=store,
+        isr_writes=TreeIsrWrites(store),
+        clock=ManualClock(NOW),
     )
     manager.apply_leader_and_isr(
         [PartitionStateUpdate("t", p, 1, 1, 1, (1, 2), 0, (1, 2)) for p in (0, 1)]
@@ -52,16 +63,18 @@ async def _leader(tmp_path: Path) -> tuple[ReplicaManager, LocalLogs]:
 async def test_produce_and_fetch_on_an_offline_log_dir_get_kafka_storage_error(
     tmp_path: Path,
 ) -> None:
-    manager, logs = await _leader(tmp_path)
-    batch = build_batch([NewRecord(b"v", timestamp=NOW)])
-    ok = await manager.append("t", 0, batch, required_acks=1, timeout_ms=1000)
-    assert ok.error_code == 0
-    logs.manager.mark_dir_offline(tmp_path / "logs", "No space left on device")
-    for partition in (0, 1):
-        result = await manager.append("t", partition, batch, required_acks=1, timeout_ms=1000)
-        assert result.error_code == ErrorCode.kafka_storage_error
-        read = manager.read("t", partition, 0, max_bytes=1 << 20, isolation_level=0, replica_id=-1)
-        assert read.error_code == ErrorCode.kafka_storage_error
+    async with _leader(tmp_path) as (manager, logs):
+        batch = build_batch([NewRecord(b"v", timestamp=NOW)])
+        ok = await manager.append("t", 0, batch, required_acks=1, timeout_ms=1000)
+        assert ok.error_code == 0
+        logs.manager.mark_dir_offline(tmp_path / "logs", "No space left on device")
+        for partition in (0, 1):
+            result = await manager.append("t", partition, batch, required_acks=1, timeout_ms=1000)
+            assert result.error_code == ErrorCode.kafka_storage_error
+            read = manager.read(
+                "t", partition, 0, max_bytes=1 << 20, isolation_level=0, replica_id=-1
+            )
+            assert read.error_code == ErrorCode.kafka_storage_error
 
 
 async def test_a_failed_write_takes_the_log_dir_offline(
@@ -73,36 +86,38 @@ async def test_a_failed_write_takes_the_log_dir_offline(
     written batches of other partitions under the new epoch (duplicates). Kafka takes the
     dir offline at the first I/O error (LogDirFailureChannel): every later request for its
     partitions gets KAFKA_STORAGE_ERROR."""
-    manager, logs = await _leader(tmp_path)
+    async with _leader(tmp_path) as (manager, logs):
 
-    def batch(sequence: int) -> bytes:
-        return build_batch(
-            [NewRecord(b"v", timestamp=NOW)],
-            producer_id=7,
-            producer_epoch=0,
-            base_sequence=sequence,
-        )
+        def batch(sequence: int) -> bytes:
+            return build_batch(
+                [NewRecord(b"v", timestamp=NOW)],
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=sequence,
+            )
 
-    assert (
-        await manager.append("t", 0, batch(0), required_acks=1, timeout_ms=1000)
-    ).error_code == 0
+        assert (
+            await manager.append("t", 0, batch(0), required_acks=1, timeout_ms=1000)
+        ).error_code == 0
 
-    real = segment_module._pwrite_all
-    calls = 0
+        real = segment_module._pwrite_all
+        calls = 0
 
-    def disk_full(fd: int, buffers: Any, position: int) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(fd, buffers, position)
+        def disk_full(fd: int, buffers: Any, position: int) -> int:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(fd, buffers, position)
 
-    monkeypatch.setattr(segment_module, "_pwrite_all", disk_full)
-    first = await manager.append("t", 0, batch(1), required_acks=1, timeout_ms=1000)
-    assert first.error_code == ErrorCode.kafka_storage_error
-    # the next batch of the same producer (in flight behind the failed one)
-    second = await manager.append("t", 0, batch(2), required_acks=1, timeout_ms=1000)
-    assert second.error_code == ErrorCode.kafka_storage_error  # not OUT_OF_ORDER_SEQUENCE_NUMBER
-    other = await manager.append("t", 1, batch(0), required_acks=1, timeout_ms=1000)
-    assert other.error_code == ErrorCode.kafka_storage_error  # the whole dir is offline
-    assert tmp_path / "logs" in logs.manager.offline_dirs
+        monkeypatch.setattr(segment_module, "_pwrite_all", disk_full)
+        first = await manager.append("t", 0, batch(1), required_acks=1, timeout_ms=1000)
+        assert first.error_code == ErrorCode.kafka_storage_error
+        # the next batch of the same producer (in flight behind the failed one)
+        second = await manager.append("t", 0, batch(2), required_acks=1, timeout_ms=1000)
+        assert (
+            second.error_code == ErrorCode.kafka_storage_error
+        )  # not OUT_OF_ORDER_SEQUENCE_NUMBER
+        other = await manager.append("t", 1, batch(0), required_acks=1, timeout_ms=1000)
+        assert other.error_code == ErrorCode.kafka_storage_error  # the whole dir is offline
+        assert tmp_path / "logs" in logs.manager.offline_dirs
