@@ -42,6 +42,12 @@ inter-broker listener) is on main; until then a forged one really moves leadersh
 deletes logs, so they are generated only with `broker_apis=True` (bench/fuzz.py
 --broker-apis)."""
 
+OPEN_FINDING_APIS = frozenset({50, 51})
+"""DescribeUserScramCredentials and AlterUserScramCredentials: a fuzzed run (seed 12) was
+followed by a pysyncobj tick failure (EOFError unpickling) and 5-6 s stalls on every node;
+open finding (docs/reliability.md), left out of the runs until it is fixed unless asked for
+(`open_findings=True`)."""
+
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 INT_LIMITS = {
@@ -94,6 +100,7 @@ class FrameGenerator:
         topics: Sequence[str] = ("fuzz-target",),
         broker_apis: bool = False,
         maximal_counts: Sequence[int] = (200, 1000, 3000),
+        open_findings: bool = False,
     ) -> None:
         self.rng = rng
         self.broker_apis = broker_apis
@@ -104,6 +111,7 @@ class FrameGenerator:
             for version in range(low, high + 1)
             if codec.request_class(key, version) is not None
             and (broker_apis or key not in BROKER_ONLY_APIS)
+            and (open_findings or key not in OPEN_FINDING_APIS)
         ]
         self.golden = list(golden)
         self.broker_ids = list(broker_ids)
