@@ -15,7 +15,7 @@ require = @command -v $(1) >/dev/null 2>&1 || { \
 	echo "make: '$(1)' is missing (the tests need it); install it with: apt-get install -y $(2)" >&2; \
 	exit 1; }
 
-.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench
+.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench chaos java
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,22 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/knode start --id 1
 
+## Kafka's Java client, CLI tools and Kafka Streams for tests/cluster/test_java_*.py: Maven
+## fetches the jars (into ~/.m2) and copies them to tests/java/target/dependency, and compiles
+## the small test programs into tests/java/target/classes; again only when tests/java changes.
+JAVA_DIR   := tests/java
+JAVA_STAMP := $(JAVA_DIR)/target/.built
+JAVA_SRC   := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -type f 2>/dev/null)
+
+$(JAVA_STAMP): $(JAVA_SRC)
+	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { echo "make java: java and mvn are needed (JDK 17+): apt-get install -y openjdk-17-jdk-headless maven" >&2; exit 1; }
+	mvn -q -B -f $(JAVA_DIR)/pom.xml package
+	touch $(JAVA_STAMP)
+
+java: $(JAVA_STAMP)
+
 ## Set up and run the whole test suite.
-test: test-deps
+test: test-deps $(JAVA_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Everything the tests drive that a fresh clone lacks: the venv (trafka and the Python
@@ -42,7 +56,8 @@ test-tools:
 	$(call require,node,nodejs)
 	$(call require,npm,npm)
 	$(call require,kcat,kcat)
-	$(call require,java,openjdk-17-jre-headless)
+	$(call require,java,openjdk-17-jdk-headless)
+	$(call require,mvn,maven)
 
 $(JS_STAMP): $(JS_DIR)/package.json | test-tools
 	cd $(JS_DIR) && npm install --no-audit --no-fund --silent
@@ -71,5 +86,13 @@ check: lint types contracts test
 bench: $(STAMP)
 	$(BIN)/python bench/log_append.py
 
+## Fault injection (docs/reliability.md): 10 minutes, 3 nodes in network namespaces, every
+## nemesis, Kafka's default timeouts; the seed is printed first. Needs root.
+## CHAOS_NODES=5 for five nodes, CHAOS_SEED=N to replay a schedule, CHAOS_DURATION=seconds.
+CHAOS_NODES ?= 3
+CHAOS_DURATION ?= 600
+chaos: $(STAMP)
+	CHAOS_NODES=$(CHAOS_NODES) CHAOS_DURATION=$(CHAOS_DURATION) $(BIN)/python bench/chaos.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(JAVA_DIR)/target

@@ -254,16 +254,3 @@ def test_kafkajs_group(cluster: KnodeCluster, tmp_path: Path) -> None:
         )
     finally:
         stop_all(members)
-
-
-def test_transactional_producer_fails_fast_without_a_transaction_coordinator(
-    cluster: KnodeCluster,
-) -> None:
-    from confluent_kafka import KafkaException
-
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(30)
-    assert time.monotonic() - started < 10
-    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(raised.value)

@@ -10,7 +10,7 @@ import pytest
 from trafka.log.checkpoint import read_meta_properties, read_offset_checkpoint
 from trafka.log.config import LogConfig
 from trafka.log.errors import CorruptRecordError, LogDirFailedError
-from trafka.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from trafka.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, delete_dir_name
 from trafka.log.records import NewRecord, build_batch
 
 NOW = 1_700_000_000_000
@@ -263,4 +263,19 @@ def test_another_error_on_a_live_log_is_raised_after_the_checkpoints(tmp_path: P
         logs.maintenance(NOW + 1)
     assert logs.offline_dirs == {}
     assert _high_watermarks(dirs) == {("a", 0): 2, ("b", 0): 2, ("c", 0): 2}
+    logs.close()
+
+
+def test_a_249_character_topic_is_deleted_without_taking_the_dir_offline(tmp_path: Path) -> None:
+    # Found by the fuzzer (issue 12): `<249 chars>-0.<uuid>-delete` exceeds 255 bytes; the
+    # rename failed and the whole log dir went offline, then the node exited.
+    name = "x" * 249
+    logs = manager([tmp_path / "a"])
+    append(logs, name, 0)
+    assert logs.delete(name, 0)
+    assert logs.get(name, 0) is None
+    assert logs.offline_dirs == {}
+    append(logs, "after", 0)  # the dir is still online
+    assert delete_dir_name(name, 12345, "f" * 32).endswith("-12345." + "f" * 32 + "-delete")
+    assert len(delete_dir_name(name, 12345).encode()) == 255
     logs.close()

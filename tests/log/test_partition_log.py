@@ -394,14 +394,14 @@ def test_last_stable_offset_stops_at_an_open_transaction(tmp_path: Path) -> None
     log.update_high_watermark(4)
     assert log.first_unstable_offset() == 2
     assert log.last_stable_offset == 2
-    marker = build_batch(
-        [NewRecord(b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x01", timestamp=NOW)],
+    log.append_end_transaction_marker(
         producer_id=5,
         producer_epoch=0,
-        is_transactional=True,
-        is_control=True,
+        coordinator_epoch=0,
+        committed=True,
+        leader_epoch=0,
+        now_ms=NOW,
     )
-    log.append_as_leader(marker, leader_epoch=0, now_ms=NOW)
     log.update_high_watermark(5)
     assert log.last_stable_offset == 5
     log.close()

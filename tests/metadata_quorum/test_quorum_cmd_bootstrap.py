@@ -62,6 +62,10 @@ class _Node:
         self.services = types.SimpleNamespace(store=QuorumMetadataStore(quorum))
         self.toy = ToyBroker(supported=SUPPORTED)
 
+    def authorize(self, *_action: object) -> bool:
+        """No authorizer configured: every action is allowed (Kafka's default)."""
+        return True
+
     async def handle(self, ctx: RequestContext) -> Any:
         if ctx.api_key == DESCRIBE_ZNODES_API_KEY:
             return await describe_znodes.handle(self, ctx.request)  # type: ignore[arg-type]
@@ -152,7 +156,8 @@ async def test_describe_pages_resume_and_bounds(tmp_path: Path) -> None:
         assert whole.next_path_index == -1
         # A sync read and the request bounds through the handler.
         node = types.SimpleNamespace(
-            services=types.SimpleNamespace(store=QuorumMetadataStore(quorum))
+            services=types.SimpleNamespace(store=QuorumMetadataStore(quorum)),
+            authorize=lambda *_action: True,
         )
         synced = await describe_znodes.handle(
             node,  # type: ignore[arg-type]
@@ -167,7 +172,9 @@ async def test_describe_pages_resume_and_bounds(tmp_path: Path) -> None:
         assert too_many.error_code == ErrorCode.invalid_request
         empty = await describe_znodes.handle(node, DescribeZNodesRequestV0(paths=()))  # type: ignore[arg-type]
         assert empty.error_code == ErrorCode.invalid_request
-    no_quorum = types.SimpleNamespace(services=types.SimpleNamespace(store=_UnreadableTree()))
+    no_quorum = types.SimpleNamespace(
+        services=types.SimpleNamespace(store=_UnreadableTree()), authorize=lambda *_action: True
+    )
     answer = await describe_znodes.handle(no_quorum, DescribeZNodesRequestV0(paths=("/",)))  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.broker_not_available
 

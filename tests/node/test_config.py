@@ -49,7 +49,6 @@ def test_properties_then_set_overrides_and_sources() -> None:
         ("num.partitions=0", "value must be at least 1"),
         ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
         ("listeners=PLAINTEXT:/x", "expected NAME://host:port"),
-        ("listeners=SSL://localhost:9093", "only PLAINTEXT"),
         (
             "controller.quorum.voters=2@localhost:9093",
             "If process.roles contains the 'controller' role, the node id 1 must be included "

@@ -180,6 +180,10 @@ class _MetadataNode:
         self.services = types.SimpleNamespace(store=QuorumMetadataStore(quorum))
         self.toy = ToyBroker(supported=_SUPPORTED)
 
+    def authorize(self, *_action: object) -> bool:
+        """No authorizer configured: every action is allowed (Kafka's default)."""
+        return True
+
     async def handle(self, ctx: RequestContext) -> Any:
         if ctx.api_key == DESCRIBE_ZNODES_API_KEY:
             return await describe_znodes.handle(self, ctx.request)  # type: ignore[arg-type]

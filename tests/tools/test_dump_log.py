@@ -232,7 +232,7 @@ def test_arbitrary_and_mutated_files_never_crash(tmp_path: Path) -> None:
         )
     )
     def check(data: bytes) -> None:
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
             path = tmp_path / f"{BASE:020d}{suffix}"
             path.write_bytes(data)
             for flags in ({"print_data": True}, {"sanity_only": True}):
@@ -247,3 +247,49 @@ def _mutate(data: bytes, edits: list[tuple[int, int]]) -> bytes:
     for position, byte in edits:
         mutated[position % len(mutated)] = byte
     return bytes(mutated)
+
+
+def test_txn_index_and_producer_snapshot(tmp_path: Path) -> None:
+    """A real partition log with an aborted and an open transaction: its `.txnindex` and
+    `.snapshot` print as Kafka's DumpLogSegments prints them."""
+    from trafka.log.config import LogConfig
+    from trafka.log.partition_log import PartitionLog
+
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), now_ms=1_700_000_000_000)
+
+    def txn(pid: int) -> bytes:
+        return build_batch(
+            [NewRecord(b"v", timestamp=1_700_000_000_000)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+
+    log.append_as_leader(txn(7), leader_epoch=0, now_ms=1_700_000_000_000)  # 0
+    log.append_as_leader(txn(8), leader_epoch=0, now_ms=1_700_000_000_000)  # 1, left open
+    log.append_end_transaction_marker(
+        producer_id=7,
+        producer_epoch=0,
+        coordinator_epoch=4,
+        committed=False,
+        leader_epoch=0,
+        now_ms=1_700_000_000_000,
+    )  # 2
+    log.close()
+    code, out, _ = _run(tmp_path / "t-0" / f"{0:020d}.txnindex")
+    assert code == 0
+    assert out.splitlines()[1:] == [
+        "version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 1"
+    ]
+    code, out, _ = _run(tmp_path / "t-0" / f"{3:020d}.snapshot")
+    assert code == 0
+    lines = sorted(out.splitlines()[1:])
+    assert lines[0].startswith(
+        "producerId: 7 producerEpoch: 0 coordinatorEpoch: 4 currentTxnFirstOffset: "
+        "OptionalLong.empty lastTimestamp: 1700000000000 firstSequence: 0 lastSequence: 0"
+    )
+    assert "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: " in lines[1]
+    assert "OptionalLong[1]" in lines[1]
+    code, out, _ = _run(tmp_path / "t-0" / f"{0:020d}.log", deep=True)
+    assert "endTxnMarker: ABORT coordinatorEpoch: 4" in out

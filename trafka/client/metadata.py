@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import trio
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
+from trafka.client import command_config
 from trafka.metadata_quorum.export import EXPORT_FORMAT, EXPORT_VERSION, node_document
 from trafka.metadata_quorum.status import METADATA_TOPIC, QuorumStatus, ReplicaState
 from trafka.metadata_quorum.tree import Stat
@@ -332,7 +333,11 @@ async def on_server(
     try:
         with trio.fail_after(timeout_s):
             connection = await KafkaConnection.connect(
-                host, port, client_id=client_id, connect_timeout_s=timeout_s
+                host,
+                port,
+                client_id=client_id,
+                connect_timeout_s=timeout_s,
+                security=command_config.current(),
             )
             try:
                 return await action(connection)

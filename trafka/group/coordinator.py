@@ -41,10 +41,13 @@ classic groups), summarised:
   commit for simple groups, or for topics a Stable consumer group no longer subscribes to,
   KIP-211/KIP-496); an Empty group with no offsets left becomes Dead and is tombstoned.
 
-Not implemented: transactional offset commits (TxnOffsetCommit, `require_stable`), the
-KIP-848 consumer group protocol, upgrading/downgrading group types, reverting state when the
-shell fails to append records (the shell answers an error instead; see `group_service`),
-shrinking a group that is over a lowered `group.max.size` at rebalance.
+Transactional offsets (TxnOffsetCommit): pending per producer id until the transaction's
+marker reaches this partition (`complete_txn_offsets`); see `txn_offset_commit`.
+
+Not implemented: the KIP-848 consumer group protocol,
+upgrading/downgrading group types, reverting state when the shell fails to append records
+(the shell answers an error instead; see `group_service`), shrinking a group that is over
+a lowered `group.max.size` at rebalance.
 """
 
 from __future__ import annotations
@@ -185,6 +188,10 @@ class _Group:
     static_members: dict[str, str] = field(default_factory=dict)
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> expiry ms
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    # TxnOffsetCommit (KIP-98/447): producer id -> offsets visible once its COMMIT marker lands
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetCommitValue]] = field(
+        default_factory=dict
+    )
     join_deadline_ms: int | None = None
     initial_delay_remaining_ms: int | None = None  # not None while in the initial delay
     new_member_added: bool = False
@@ -930,12 +937,97 @@ class GroupCoordinator:
             return ErrorCode.illegal_generation
         return None
 
+    # --- transactional offsets (TxnOffsetCommit, KIP-98 / KIP-447) ------------------------
+
+    def txn_offset_commit(
+        self, request: OffsetCommitRequest, producer_id: int, now_ms: int
+    ) -> tuple[tuple[PartitionError, ...], Effects]:
+        """Offsets committed inside `producer_id`'s transaction: pending (invisible to
+        OffsetFetch) until `complete_txn_offsets`. The records go to the log in the
+        producer's transactional batch (the shell builds it), so a reload finds them pending
+        until the marker. Kafka's checks: a negative generation needs no member (a plain
+        producer); otherwise the member must be known and the generation current (KIP-447);
+        a rebalance in progress does not refuse the commit."""
+        effects = _EffectsBuilder()
+        error = self._check_txn_commit(request, now_ms)
+        if error is not None:
+            errors = tuple(PartitionError(p.topic, p.partition, error) for p in request.partitions)
+            return errors, effects.build()
+        group = self._groups[request.group_id]
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        results = []
+        for partition in request.partitions:
+            metadata = partition.metadata or ""
+            if len(metadata.encode("utf-8")) > self._config.offset_metadata_max_bytes:
+                error = ErrorCode.offset_metadata_too_large
+                results.append(PartitionError(partition.topic, partition.partition, error))
+                continue
+            value = OffsetCommitValue(partition.offset, partition.leader_epoch, metadata, now_ms)
+            pending[(partition.topic, partition.partition)] = value
+            effects.records.append(
+                OffsetCommitRecord(group.group_id, partition.topic, partition.partition, value)
+            )
+            results.append(PartitionError(partition.topic, partition.partition, ErrorCode.none))
+        return tuple(results), effects.build()
+
+    def _check_txn_commit(self, request: OffsetCommitRequest, now_ms: int) -> ErrorCode | None:
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.generation_id >= 0 or request.member_id != UNKNOWN_MEMBER_ID:
+                return ErrorCode.illegal_generation
+            if len(self._groups) >= self._config.max_groups:
+                return ErrorCode.coordinator_not_available
+            self._groups[request.group_id] = _Group(request.group_id, GroupState.EMPTY, now_ms)
+            return None
+        if group.is_fenced(request.member_id, request.group_instance_id):
+            return ErrorCode.fenced_instance_id
+        if request.member_id != UNKNOWN_MEMBER_ID and request.member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if request.generation_id >= 0 and request.generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        return None
+
+    def restore_txn_offsets(
+        self, producer_id: int, records: Iterable[OffsetCommitRecord], now_ms: int
+    ) -> None:
+        """Loading: offsets of a transaction whose marker is not in the log yet."""
+        for record in records:
+            if record.value is None:
+                continue
+            group = self._groups.get(record.group_id)
+            if group is None:
+                group = self._groups[record.group_id] = _Group(
+                    record.group_id, GroupState.EMPTY, now_ms
+                )
+            pending = group.pending_txn_offsets.setdefault(producer_id, {})
+            pending[(record.topic, record.partition)] = record.value
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
+        """The COMMIT (offsets become visible) or ABORT (dropped) marker of `producer_id`
+        was written to this partition."""
+        for group in self._groups.values():
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if committed and pending:
+                group.offsets.update(pending)
+
     def offset_fetch(
-        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+        self,
+        group_id: str,
+        partitions: tuple[TopicPartition, ...] | None,
+        *,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
-        """`partitions=None` asks for every committed offset of the group (v2+)."""
+        """`partitions=None` asks for every committed offset of the group (v2+).
+        `require_stable` (KIP-447): a partition with transactional offsets still pending
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries once the transaction ends)."""
         group = self._groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable: set[tuple[str, int]] = set()
+        if require_stable and group is not None:
+            for pending in group.pending_txn_offsets.values():
+                unstable.update(pending)
         if partitions is None:
             keys = sorted(offsets)
         else:
@@ -943,7 +1035,18 @@ class GroupCoordinator:
         fetched = []
         for topic, partition in keys:
             value = offsets.get((topic, partition))
-            if value is None:
+            if (topic, partition) in unstable:
+                fetched.append(
+                    FetchedOffset(
+                        topic,
+                        partition,
+                        NO_OFFSET,
+                        NO_LEADER_EPOCH,
+                        "",
+                        ErrorCode.unstable_offset_commit,
+                    )
+                )
+            elif value is None:
                 fetched.append(
                     FetchedOffset(topic, partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
                 )

@@ -21,6 +21,9 @@ One pass of `clean_log` on a `cleanup.policy=compact` (or `compact,delete`) log:
      lastOffsetDelta, producer fields, codec and timestamp type; untouched batches are
      copied byte for byte; a batch left empty is kept (as an empty batch) only if it is
      its producer's latest batch, so idempotence survives compaction;
+   * records of aborted transactions (from the segments' `.txnindex`) are removed, and
+     kept out of the offset map so they never shadow a committed value (Kafka's cleaner);
+     the `.txnindex` entries move with their ABORT markers to the output segments;
    * control batches and legacy (magic 0/1) entries are copied unchanged.
    Source segments are grouped so an output stays within `segment.bytes`.
 3. Under the lock again: if the segment layout is unchanged (no retention, truncation or
@@ -34,8 +37,9 @@ next to the log as `<base>.log.swap` (+ `.index.swap`, `.timeindex.swap`), then 
 are renamed `.deleted`, swaps renamed to their final names, and the marker removed. On
 open, `.swap` files without a marker are discarded; with a marker the swap is completed.
 
-Not implemented: removal of transaction markers and aborted transactional records,
-`log.cleaner.io.max.bytes.per.second` throttling, several cleaner threads.
+Not implemented: removal of transaction markers after `delete.retention.ms` (Kafka's
+second pass; they are kept), `log.cleaner.io.max.bytes.per.second` throttling, several
+cleaner threads.
 """
 
 from __future__ import annotations
@@ -128,6 +132,7 @@ def clean_log(
             for pid, entry in log.producer_state.producers.items()
             if entry.batches
         }
+        aborted = _aborted_ranges(segments)
         fds = {id(segment): os.open(segment.log_path, os.O_RDONLY) for segment in cleanable}
     try:
         dirty = [s for s in cleanable if s.next_offset > first_dirty]
@@ -140,10 +145,20 @@ def clean_log(
             force = True
         if not force and (not dirty or ratio < config.min_cleanable_dirty_ratio):
             return None
-        offset_map, map_end = _build_offset_map(dirty, fds, first_dirty, end, max_map_entries)
+        offset_map, map_end = _build_offset_map(
+            dirty, fds, first_dirty, end, max_map_entries, aborted
+        )
         to_clean = [s for s in cleanable if s.base_offset < map_end]
         return _clean_segments(
-            log, to_clean, fds, offset_map, map_end, now_ms, producer_last_offsets, generation
+            log,
+            to_clean,
+            fds,
+            offset_map,
+            map_end,
+            now_ms,
+            producer_last_offsets,
+            generation,
+            aborted,
         )
     except (OSError, LogError) as error:
         logger.warning("%s: cleaning abandoned: %s", log.directory, error)
@@ -166,12 +181,32 @@ def _decode(data: bytes) -> RecordBatch:
     return decode_batch(data, max_decompressed_bytes=max(64 << 20, len(data) * 4))
 
 
+def _aborted_ranges(segments: list[LogSegment]) -> dict[int, list[tuple[int, int]]]:
+    """producer id -> (first offset, ABORT marker offset) of its aborted transactions."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for segment in segments:
+        for entry in segment.txn_index.entries:
+            ranges.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+    return ranges
+
+
+def _is_aborted(info: EntryInfo, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """A transactional data batch of a transaction that was aborted (Kafka's cleaner drops
+    them, and keeps them out of the offset map so they never shadow a committed value)."""
+    if not info.is_transactional or info.is_control:
+        return False
+    return any(
+        first <= info.base_offset <= last for first, last in aborted.get(info.producer_id, ())
+    )
+
+
 def _build_offset_map(
     dirty: list[LogSegment],
     fds: dict[int, int],
     first_dirty: int,
     end: int,
     max_entries: int,
+    aborted: dict[int, list[tuple[int, int]]],
 ) -> tuple[dict[bytes, int], int]:
     """key -> last offset over whole dirty segments; returns the map and where it ends."""
     offset_map: dict[bytes, int] = {}
@@ -180,6 +215,8 @@ def _build_offset_map(
         segment_keys: dict[bytes, int] = {}
         for info, data in _iter_batches(segment, fds[id(segment)]):
             if info.magic < 2 or info.is_control or info.last_offset < first_dirty:
+                continue
+            if _is_aborted(info, aborted):
                 continue
             for record in _decode(data).records:
                 if record.key is not None and record.offset >= first_dirty:
@@ -216,6 +253,7 @@ def _clean_segments(
     now_ms: int,
     producer_last_offsets: dict[int, int],
     generation: int,
+    aborted: dict[int, list[tuple[int, int]]],
 ) -> CleanResult | None:
     config = log.config
     tmp = log.directory / CLEANER_TMP_DIR
@@ -228,7 +266,15 @@ def _clean_segments(
         for source in group:
             for info, data in _iter_batches(source, fds[id(source)]):
                 kept = _clean_batch(
-                    info, data, offset_map, map_end, now_ms, config, counters, producer_last_offsets
+                    info,
+                    data,
+                    offset_map,
+                    map_end,
+                    now_ms,
+                    config,
+                    counters,
+                    producer_last_offsets,
+                    _is_aborted(info, aborted),
                 )
                 if kept is None:
                     continue
@@ -251,6 +297,7 @@ def _clean_segments(
                 written[-1].append([kept], [kept_info])
         if written:
             written[-1].close()
+        _carry_aborted_transactions(group, written)
         outputs.append((group, written))
     bytes_before = sum(s.size for s in to_clean)
     bytes_after = sum(s.size for _, written in outputs for s in written)
@@ -279,6 +326,18 @@ def _clean_segments(
     )
 
 
+def _carry_aborted_transactions(group: list[LogSegment], written: list[LogSegment]) -> None:
+    """The sources' `.txnindex` entries go to the output holding their ABORT marker (control
+    batches are copied unchanged, so every marker is still there)."""
+    for entry in (entry for source in group for entry in source.txn_index.entries):
+        target = None
+        for segment in written:
+            if segment.base_offset <= entry.last_offset:
+                target = segment
+        if target is not None:
+            target.txn_index.append(entry)
+
+
 def _no_time_roll(config: LogConfig) -> LogConfig:
     import dataclasses
 
@@ -294,8 +353,10 @@ def _clean_batch(
     config: LogConfig,
     counters: _Counters,
     producer_last_offsets: dict[int, int],
+    aborted: bool = False,
 ) -> bytes | None:
-    """The batch as it should remain after cleaning (None: drop it entirely)."""
+    """The batch as it should remain after cleaning (None: drop it entirely). Every record
+    of an `aborted` transactional batch is removed."""
     if info.magic < 2 or info.is_control:
         return data
     try:
@@ -307,7 +368,7 @@ def _clean_batch(
     retained = []
     has_tombstone = False
     for record in decoded.records:
-        if record.key is None:
+        if record.key is None or aborted:
             counters.records_removed += 1
             continue
         latest = offset_map.get(record.key)

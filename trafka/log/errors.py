@@ -76,3 +76,10 @@ class UnsupportedForMessageFormatError(LogError):
     convert (Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT)."""
 
     error_code: ClassVar[int] = 43  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator epoch older than one the partition has seen
+    for that producer (Kafka's TRANSACTION_COORDINATOR_FENCED)."""
+
+    error_code: ClassVar[int] = 52  # TRANSACTION_COORDINATOR_FENCED

@@ -69,6 +69,17 @@ from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_FILE_NAME_BYTES = 255
+
+
+def delete_dir_name(topic: str, partition: int, unique_id: str | None = None) -> str:
+    """`<topic>-<partition>.<uuid>-delete`, the topic cut so the name fits in 255 bytes, as
+    Kafka's `logDeleteDirName` does: a legal 249-character topic name would otherwise make
+    the rename fail and take the whole log dir offline (found by the fuzzer, issue 12)."""
+    suffix = f"-{partition}.{unique_id or uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    prefix = topic.encode()[: MAX_FILE_NAME_BYTES - len(suffix.encode())]
+    return prefix.decode(errors="ignore") + suffix
+
 
 logger = logging.getLogger(__name__)
 
@@ -288,9 +299,7 @@ class LogManager:
                     log.close()
                 except LogDirFailedError:
                     pass
-                doomed = log.directory.with_name(
-                    f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-                )
+                doomed = log.directory.with_name(delete_dir_name(topic, partition))
                 try:
                     os.replace(log.directory, doomed)
                     shutil.rmtree(doomed, ignore_errors=True)

@@ -11,11 +11,23 @@ The recovery point is the offset below which everything is known to be fsynced.
 Append paths (DESIGN decision 2: batches stay opaque, no per-record work):
 
 * `append_as_leader`: check framing, sizes and CRC-32C of every v2 batch; reject batches
-  over `max.message.bytes` (MESSAGE_TOO_LARGE); idempotent-producer checks; rewrite
+  over `max.message.bytes` (MESSAGE_TOO_LARGE); walk every record without decoding it
+  (`trafka.log.validation`, Kafka's LogValidator: INVALID_RECORD, KIP-467 record errors
+  for keyless records on compacted topics); idempotent-producer checks; rewrite
   baseOffset, stamp partitionLeaderEpoch (and LogAppendTime + a new CRC when configured);
   one write.
 * `append_as_follower`: the leader's offsets and epochs are kept; the epoch cache learns
   new epochs from the batches.
+* `append_end_transaction_marker`: the only way a control batch enters a leader's log
+  (WriteTxnMarkers); clients' control batches are refused.
+
+Transactions (KIP-98, EOS-05): the producer state tracks each producer's open transaction;
+the last stable offset is min(HW, first offset of the oldest open transaction). A marker
+(leader or follower append) ends the producer's transaction; an ABORT also appends
+(producer id, first offset, marker offset, LSO after it) to the active segment's
+`.txnindex`, from which `collect_aborted_transactions` answers READ_COMMITTED fetches.
+Recovered segments get their `.txnindex` rebuilt by replaying the producer state from a
+snapshot at or below them.
 
 Recovery on open (`PartitionLog.open`): segments that may hold unflushed data (from the
 recovery point on; none after a clean shutdown) are re-scanned batch by batch: CRC checked,
@@ -24,7 +36,7 @@ keeping every complete batch before it; the dropped bytes and the reason are log
 Segments with missing or inconsistent indexes are rebuilt the same way.
 
 Not implemented: conversion of old-format produce requests (magic 0/1 appends are
-rejected with UnsupportedForMessageFormatError), `.txnindex` (aborted transactions), tiered storage,
+rejected with UnsupportedForMessageFormatError), tiered storage,
 `segment.jitter.ms` randomness (the configured jitter is applied as a fixed amount), and
 `message.timestamp.*.max.ms` checks.
 """
@@ -44,6 +56,12 @@ from pathlib import Path
 from trafka.log import batch as batch_format
 from trafka.log.checkpoint import fsync_dir, write_atomically
 from trafka.log.config import INT_MAX, LogConfig
+from trafka.log.control import (
+    ControlRecordType,
+    EndTransactionMarker,
+    build_end_transaction_batch,
+    decode_end_transaction_marker,
+)
 from trafka.log.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -52,6 +70,7 @@ from trafka.log.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
     UnsupportedForMessageFormatError,
 )
@@ -64,11 +83,14 @@ from trafka.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     EntryInfo,
     LogSegment,
     file_name,
     parse_base_offset,
 )
+from trafka.log.txn_index import AbortedTxn
+from trafka.log.validation import validate_records
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -310,7 +332,14 @@ class PartitionLog:
             self._truncate_fully(self._log_start_offset, now_ms)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state()
+        rebuilt = [segment.base_offset for segment in recovered if segment in self._segments]
+        if rebuilt:
+            # Recovered segments lost their `.txnindex`; replay them from a snapshot at or
+            # below their start so the aborted transactions are indexed again.
+            self.producer_state.delete_snapshots_above(min(rebuilt))
+            self._rebuild_producer_state(txn_index_from=min(rebuilt))
+        else:
+            self._rebuild_producer_state()
         for segment in recovered:
             if segment in self._segments:
                 segment.flush()
@@ -373,7 +402,7 @@ class PartitionLog:
         the same base; old segments that are not new ones are deleted.
         """
         marker = self.directory / SWAP_MARKER
-        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         if not marker.exists():
             for path in self.directory.glob("*" + SWAP_SUFFIX):
                 path.unlink()
@@ -407,8 +436,12 @@ class PartitionLog:
                 offsets.append(base_offset)
         return sorted(offsets)
 
-    def _rebuild_producer_state(self) -> None:
-        """Newest snapshot <= log end offset, then replay batch headers up to the end."""
+    def _rebuild_producer_state(self, *, txn_index_from: int | None = None) -> None:
+        """Newest snapshot <= log end offset, then replay batch headers up to the end.
+
+        With `txn_index_from`, the `.txnindex` of every segment from that offset on is
+        rebuilt during the replay (recovered segments); the caller has deleted the snapshots
+        above it, so the replay covers those segments."""
         end = self.log_end_offset
         snapshot_offset = self.producer_state.load_latest_snapshot(end)
         start = (
@@ -418,11 +451,27 @@ class PartitionLog:
         )
         if snapshot_offset is None:
             self.producer_state.clear(start)
-        for info in self._iter_entries_from(start):
+        if txn_index_from is not None:
+            for segment in self._segments:
+                if segment.base_offset >= txn_index_from:
+                    segment.txn_index.reset()
+        for segment, info in self._iter_segment_entries_from(start):
+            marker = None
+            if (
+                txn_index_from is not None
+                and info.base_offset >= txn_index_from
+                and info.is_control
+                and info.is_transactional
+                and info.producer_id >= 0
+            ):
+                marker = self._marker_at(segment, info)
+            txn_first_offset = self._txn_first_offset(info.producer_id)
             self.producer_state.apply_unchecked(info)
+            if marker is not None:
+                self._complete_transaction(segment, info, marker, txn_first_offset)
         self.producer_state.map_end_offset = end
 
-    def _iter_entries_from(self, offset: int) -> Iterator[EntryInfo]:
+    def _iter_segment_entries_from(self, offset: int) -> Iterator[tuple[LogSegment, EntryInfo]]:
         slot = max(0, bisect_right(self._base_offsets, offset) - 1)
         for segment in self._segments[slot:]:
             if segment.next_offset <= offset:
@@ -430,7 +479,11 @@ class PartitionLog:
             _, position = segment.offset_index.lookup(offset)
             for info in segment.iter_entries(position):
                 if info.last_offset >= offset:
-                    yield info
+                    yield segment, info
+
+    def _iter_entries_from(self, offset: int) -> Iterator[EntryInfo]:
+        for _, info in self._iter_segment_entries_from(offset):
+            yield info
 
     # ================================================================== properties
 
@@ -506,15 +559,63 @@ class PartitionLog:
     ) -> AppendInfo:
         """Validate, assign offsets, stamp the epoch, and append a Produce request's batches.
 
+        Control batches are refused (Kafka: "clients are not allowed to write control
+        records"); transaction markers come only through `append_end_transaction_marker`.
+
         Raises CorruptRecordError (framing/CRC), InvalidRecordError, RecordTooLargeError,
         RecordListTooLargeError, OutOfOrderSequenceError, InvalidProducerEpochError,
         LogDirFailedError.
         """
+        return self._append_as_leader(records, leader_epoch, now_ms, marker=None)
+
+    def append_end_transaction_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT control batch for `producer_id` (WriteTxnMarkers, EOS-04).
+
+        The producer's open transaction in this partition (if any) ends here: the LSO may
+        move, and an ABORT adds an entry to the active segment's `.txnindex`. Raises
+        InvalidProducerEpochError for an epoch older than the producer's, and
+        TransactionCoordinatorFencedError for a coordinator epoch older than the last
+        marker's.
+        """
+        marker = EndTransactionMarker(
+            ControlRecordType.COMMIT if committed else ControlRecordType.ABORT, coordinator_epoch
+        )
+        with self._lock:
+            entry = self.producer_state.producers.get(producer_id)
+            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older "
+                    f"than {entry.coordinator_epoch}"
+                )
+            records = build_end_transaction_batch(
+                marker, producer_id=producer_id, producer_epoch=producer_epoch, now_ms=now_ms
+            )
+            return self._append_as_leader(records, leader_epoch, now_ms, marker=marker)
+
+    def _append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        marker: EndTransactionMarker | None,
+    ) -> AppendInfo:
         if records and batch_format.magic_at(records) in (0, 1):
             raise UnsupportedForMessageFormatError("magic 0/1 message sets are not converted")
         headers = batch_format.validate_batches(records)
         config = self._config
         for pos, header in headers:
+            if header.is_control and marker is None:
+                raise InvalidRecordError("clients are not allowed to write control records")
             if header.size > config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size} bytes at {pos} exceeds "
@@ -525,8 +626,8 @@ class PartitionLog:
                     f"batch at {pos}: {header.records_count} records but "
                     f"lastOffsetDelta {header.last_offset_delta}"
                 )
-        if config.compact:
-            _check_keys(records, headers)
+        # Every record, as Kafka's LogValidator (keys on compacted topics, KIP-467 errors).
+        validate_records(records, headers, compacted=config.compact)
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes exceed segment.bytes {config.segment_bytes}"
@@ -586,11 +687,64 @@ class PartitionLog:
                     0,
                     duplicate=True,
                 )
+            txn_first_offset = self._txn_first_offset(infos[0].producer_id)
             self._append(buffers, len(records), infos, now_ms)
             self.producer_state.commit(updates, self.log_end_offset)
+            if marker is not None:
+                self._complete_transaction(self._segments[-1], infos[0], marker, txn_first_offset)
             if leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, infos[0].base_offset)
             return self._append_info(infos, len(records), now_ms if log_append_time else -1)
+
+    # ================================================================== transactions
+
+    def _txn_first_offset(self, producer_id: int) -> int:
+        entry = self.producer_state.producers.get(producer_id)
+        return entry.current_txn_first_offset if entry is not None else -1
+
+    def _complete_transaction(
+        self,
+        segment: LogSegment,
+        info: EntryInfo,
+        marker: EndTransactionMarker,
+        txn_first_offset: int,
+    ) -> None:
+        """After a marker's batch is applied to the producer state: remember the coordinator
+        epoch and index an aborted transaction (Kafka's `CompletedTxn`, `lastStableOffset`)."""
+        entry = self.producer_state.producers.get(info.producer_id)
+        if entry is not None:
+            entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+        if marker.type is not ControlRecordType.ABORT:
+            return
+        unstable = self.producer_state.first_unstable_offset()
+        segment.txn_index.append(
+            AbortedTxn(
+                info.producer_id,
+                txn_first_offset if txn_first_offset >= 0 else info.base_offset,
+                info.last_offset,
+                unstable if unstable is not None else info.last_offset + 1,
+            )
+        )
+
+    def _marker_at(self, segment: LogSegment, info: EntryInfo) -> EndTransactionMarker | None:
+        """Decode the transaction marker of a control batch (None if it holds none)."""
+        return _decode_marker(segment.read_bytes(info.position, info.size))
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), for a
+        READ_COMMITTED fetch (Kafka's `collectAbortedTransactions`): searched from the
+        segment holding `start_offset` on, until an entry's LSO reaches the bound."""
+        with self._lock:
+            slot = max(0, bisect_right(self._base_offsets, start_offset) - 1)
+            found: list[AbortedTxn] = []
+            for segment in self._segments[slot:]:
+                entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(entries)
+                if complete:
+                    break
+            return found
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
@@ -632,10 +786,17 @@ class PartitionLog:
             if len(records) > self._config.segment_bytes:
                 raise RecordListTooLargeError(f"{len(records)} bytes exceed segment.bytes")
             self._append([records], len(records), infos, self._last_now_ms)
+            segment = self._segments[-1]
             for info in infos:
                 if info.partition_leader_epoch >= 0:
                     self.leader_epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+                marker = None
+                if info.is_control and info.is_transactional and info.producer_id >= 0:
+                    marker = _decode_marker(records[info.position : info.position + info.size])
+                txn_first_offset = self._txn_first_offset(info.producer_id)
                 self.producer_state.apply_unchecked(info)
+                if marker is not None:
+                    self._complete_transaction(segment, info, marker, txn_first_offset)
             return self._append_info(infos, len(records), -1)
 
     def _append(
@@ -777,8 +938,9 @@ class PartitionLog:
                 return TimestampAndOffset(-1, self.log_end_offset, self.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_and_offset()
-            if timestamp < 0:
-                raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
+            # Any other negative timestamp is searched like a real one, as Kafka's
+            # fetchOffsetByTimestamp does: the first record (the fuzzer found -2^63 raising
+            # out of the ListOffsets handler, issue 12 item 8).
             for segment in self._segments:
                 if segment.max_timestamp < timestamp or segment.size == 0:
                     continue
@@ -1083,10 +1245,13 @@ class PartitionLog:
             if self._closed or stale or any(id(segment) not in current for segment in olds):
                 return False
             news = [segment for _, written in outputs for segment in written]
-            suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            # A `.txnindex` exists only for a segment with aborted transactions.
+            suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             for segment in news:
                 for suffix in suffixes:
                     name = file_name(segment.base_offset, suffix)
+                    if suffix == TXN_INDEX_SUFFIX and not (tmp / name).exists():
+                        continue
                     os.replace(tmp / name, self.directory / (name + SWAP_SUFFIX))
             fsync_dir(self.directory)
             marker = [f"old {s.base_offset}" for s in olds] + [f"new {s.base_offset}" for s in news]
@@ -1096,7 +1261,10 @@ class PartitionLog:
             for segment in news:
                 for suffix in suffixes:
                     name = file_name(segment.base_offset, suffix)
-                    os.replace(self.directory / (name + SWAP_SUFFIX), self.directory / name)
+                    swapped = self.directory / (name + SWAP_SUFFIX)
+                    if suffix == TXN_INDEX_SUFFIX and not swapped.exists():
+                        continue
+                    os.replace(swapped, self.directory / name)
             fsync_dir(self.directory)
             (self.directory / SWAP_MARKER).unlink()
             loaded = []
@@ -1131,3 +1299,17 @@ def _check_keys(
         for record in decode_batch(records, pos, check_crc=False).records:
             if record.key is None:
                 raise InvalidRecordError("Compacted topic cannot accept message without key")
+
+
+def _decode_marker(data: bytes | bytearray | memoryview) -> EndTransactionMarker | None:
+    """The COMMIT/ABORT marker of a control batch's bytes; None (logged) if it has none."""
+    from trafka.log.records import decode_batch  # only control batches are decoded here
+
+    try:
+        batch = decode_batch(bytes(data), 0, check_crc=False)
+        if not batch.records:
+            return None
+        return decode_end_transaction_marker(batch.records[0])
+    except CorruptRecordError as error:
+        logger.warning("control batch without a transaction marker: %s", error)
+        return None

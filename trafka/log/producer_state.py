@@ -29,8 +29,9 @@ binary format (version 1; all integers big-endian)::
 
 Like Kafka, a snapshot holds only each producer's LAST batch, so after a restart the older
 four are known only if they lie after the snapshot offset (they are replayed from the log).
-Not implemented: the coordinator epoch of transaction markers (kept 0, markers are not
-decoded), aborted-transaction indexes (`.txnindex`).
+The coordinator epoch is that of the producer's last transaction marker (set by the
+partition log, which decodes markers; a marker from an older coordinator epoch is refused).
+Aborted transactions are indexed per segment by the partition log (`txn_index.py`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Files (SEEDS LOG-04..06), all named after the segment's base offset in 20 digits
     00000000000000001234.log        batches, back to back, exactly as on the wire
     00000000000000001234.index      offset index (see `index.py`)
     00000000000000001234.timeindex  time index
+    00000000000000001234.txnindex   aborted transactions (see `txn_index.py`), if any
     00000000000000001234.snapshot   producer state at this offset (see `producer_state.py`)
 
 Suffixes added to a whole segment's files during a lifecycle change (Kafka's):
@@ -30,6 +31,7 @@ from trafka.log import batch as batch_format
 from trafka.log.config import INT_MAX, LogConfig
 from trafka.log.errors import CorruptRecordError, LogError
 from trafka.log.index import OffsetIndex, TimeIndex
+from trafka.log.txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -244,6 +246,7 @@ class LogSegment:
             base_offset,
             config.segment_index_bytes,
         )
+        self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX))
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         stat = os.fstat(self._fd)
         self.size = stat.st_size
@@ -279,6 +282,9 @@ class LogSegment:
         """
         if not self.offset_index.path.exists() or not self.time_index.path.exists():
             return self.size == 0 and self._reset_empty()
+        if not self.txn_index.sanity_check():
+            logger.warning("%s: transaction index unusable, rebuilding", self.log_path)
+            return False
         self.offset_index.load()
         self.time_index.load()
         try:
@@ -484,6 +490,7 @@ class LogSegment:
         )
         self.offset_index.open_for_append()
         self.time_index.open_for_append()
+        self.txn_index.reset()  # rebuilt by the partition log, which knows the producers
         self.size = os.fstat(self._fd).st_size
         self.next_offset = self.base_offset
         self.max_timestamp = -1
@@ -560,6 +567,7 @@ class LogSegment:
         self.size = info.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.next_offset = self.base_offset
         _, last_position = self.offset_index.last_entry
         for entry in self.iter_entries(last_position):

@@ -14,7 +14,10 @@ A timeout, a cancelled read or a protocol violation (response for an unexpected 
 id, undecodable bytes) breaks the connection: later calls raise `ConnectionBroken`, as the
 Java client disconnects on request timeout.
 
-NOT implemented: SASL/SSL, reconnects (callers open a new connection), client-side
+Security: `connect(..., security=ClientSecurity(...))` runs TLS and SASL (PLAIN,
+SCRAM-SHA-256/512) before returning (trafka.net.client_security).
+
+NOT implemented: reconnects (callers open a new connection), client-side
 throttling (throttle_time_ms is returned to the caller, not obeyed).
 """
 
@@ -32,6 +35,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersions
 from kio.schema.errors import ErrorCode
 
 from . import codec, headers, protocol
+from .client_security import AuthenticationFailed, ClientSecurity, authenticate, secure
 from .framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameError, FrameReader, send_buffers
 
 _SIZE = struct.Struct(">i")
@@ -92,9 +96,11 @@ class KafkaConnection:
         client_id: str | None,
         max_frame_bytes: int,
         request_timeout_s: float,
+        transport: Any = None,
     ) -> None:
         self._stream = stream
-        self._socket = stream.socket
+        #: The raw socket, or a TLS transport with the same methods (trafka.net.tls).
+        self._socket = stream.socket if transport is None else transport
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self._reader = FrameReader(self._socket, max_frame_bytes=max_frame_bytes)
@@ -115,18 +121,38 @@ class KafkaConnection:
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
         max_frame_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+        security: ClientSecurity | None = None,
     ) -> KafkaConnection:
+        """Connect; with `security`, also the TLS handshake and SASL authentication."""
         try:
             with trio.fail_after(connect_timeout_s):
                 stream = await trio.open_tcp_stream(host, port)
         except (OSError, trio.TooSlowError) as error:
             raise ConnectionBroken(f"cannot connect to {host}:{port}: {error!r}") from error
-        return cls(
+        transport = None
+        if security is not None and security.uses_tls:
+            try:
+                transport = await secure(stream, host, security, connect_timeout_s)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as error:
+                await stream.aclose()
+                raise ConnectionBroken(f"TLS with {host}:{port} failed: {error!r}") from error
+        connection = cls(
             stream,
             client_id=client_id,
             max_frame_bytes=max_frame_bytes,
             request_timeout_s=request_timeout_s,
+            transport=transport,
         )
+        if security is not None and security.uses_sasl:
+            try:
+                await authenticate(connection, security)
+            except AuthenticationFailed as error:
+                await connection.close()
+                raise ConnectionBroken(f"SASL with {host}:{port} failed: {error}") from error
+            except BaseException:
+                await connection.close()
+                raise
+        return connection
 
     @property
     def closed(self) -> bool:

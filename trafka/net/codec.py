@@ -152,6 +152,12 @@ def decode_response(
     return _decode(cls, buffer, offset)
 
 
+def entity_writer(cls: type[Any]) -> Any:
+    """kio's writer of one struct class, `writer(buffer, value)` (for encoding a message's
+    array element by element, `trafka.net.large_requests`)."""
+    return _writer(cls)
+
+
 def encode_request(request: Any) -> bytes:
     """Encode a request body (no header, no size prefix)."""
     return _encode(request)

@@ -4,8 +4,11 @@
 receive buffer per connection (PLATFORM.md §4: about twice the throughput of
 ``receive_some`` plus concatenation). The size prefix is checked against the limit
 (``socket.request.max.bytes``, default 104857600) *before* anything is allocated for the
-frame (PROTO-05, DESIGN decision 6); a frame that does not fit the receive buffer gets one
-buffer of exactly its size, filled in place.
+frame (PROTO-05, DESIGN decision 6), then the request header's first 8 bytes (api key,
+version, correlation id) are shown to the caller's `check_header` before anything else is
+reserved or read; a frame that does not fit the receive buffer gets its own buffer that
+grows with the bytes actually received (doubling, from 64 KiB), never the announced size
+at once: a 4-byte prefix claiming 100 MB costs nothing until 100 MB arrive (issue 12).
 
 `FileRegion` and `send_chunks` are the writing side: a response is a list of byte chunks and
 file regions, and file regions go out with ``os.sendfile`` (non-blocking, parking on
@@ -26,6 +29,9 @@ import trio
 DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104_857_600
 DEFAULT_RECEIVE_BUFFER_BYTES: Final = 64 * 1024
 _SIZE_BYTES: Final = 4
+_HEADER_PEEK_BYTES: Final = 8
+"""api_key int16, api_version int16, correlation_id int32: what `check_header` sees."""
+_MIN_LARGE_FRAME_BYTES: Final = 64 * 1024
 
 
 class FrameError(Exception):
@@ -95,14 +101,18 @@ class FrameReader:
         return received
 
     async def next_frame(
-        self, reserve: Callable[[int], Awaitable[None]] | None = None
+        self,
+        reserve: Callable[[int], Awaitable[None]] | None = None,
+        check_header: Callable[[bytes], None] | None = None,
     ) -> bytes | memoryview | None:
         """The next frame's payload, or None on a clean end of stream between frames.
 
         Raises FrameTooLarge before allocating for an oversize or negative prefix, and
-        TruncatedFrame when the stream ends inside a frame. `reserve(size)` is awaited once
-        per frame after its size is known and before its body is read or allocated (the
-        server's byte budgets).
+        TruncatedFrame when the stream ends inside a frame. `check_header(first_bytes)` is
+        called once per frame with its first min(size, 8) bytes (api key, version,
+        correlation id) before anything else happens for it, and may raise to refuse it;
+        `reserve(size)` is awaited next, before the body is read or allocated (the server's
+        byte budgets).
         """
         reserved = False
         while True:
@@ -113,8 +123,17 @@ class FrameReader:
                 )
                 if size < 0 or size > self._limit:
                     raise FrameTooLarge(size, self._limit)
-                if reserve is not None and not reserved:
-                    await reserve(size)
+                if not reserved:
+                    head = min(size, _HEADER_PEEK_BYTES)
+                    if available - _SIZE_BYTES < head:
+                        if await self._receive() == 0:
+                            raise TruncatedFrame("stream ended inside a request header")
+                        continue
+                    if check_header is not None:
+                        begin = self._start + _SIZE_BYTES
+                        check_header(bytes(self._view[begin : begin + head]))
+                    if reserve is not None:
+                        await reserve(size)
                     reserved = True
                 if available - _SIZE_BYTES >= size:
                     begin = self._start + _SIZE_BYTES
@@ -132,18 +151,25 @@ class FrameReader:
                 )
 
     async def _read_large_frame(self, size: int) -> memoryview:
-        frame = bytearray(size)
-        view = memoryview(frame)
+        """Read a frame larger than the receive buffer into a buffer that doubles as bytes
+        arrive (at most twice what was received, never the announced size up front)."""
         have = self._end - self._start - _SIZE_BYTES
-        view[:have] = self._view[self._start + _SIZE_BYTES : self._end]
+        frame = bytearray(self._view[self._start + _SIZE_BYTES : self._end])
         self._start = self._end = 0
         while have < size:
-            received: int = await self._socket.recv_into(view[have:])
+            if len(frame) == have:
+                grow = min(size, max(2 * have, _MIN_LARGE_FRAME_BYTES)) - have
+                frame.extend(bytes(grow))
+            view = memoryview(frame)
+            try:
+                received: int = await self._socket.recv_into(view[have:])
+            finally:
+                view.release()
             if received == 0:
                 raise TruncatedFrame(f"stream ended after {have} of {size} bytes")
             have += received
         # Read-only: kio's native reader refuses writable buffers, and nobody should write.
-        return view.toreadonly()
+        return memoryview(frame).toreadonly()
 
 
 async def send_file_region(socket: trio.socket.SocketType, region: FileRegion) -> None:
@@ -201,7 +227,12 @@ async def send_buffers(
 
 
 async def send_chunks(socket: trio.socket.SocketType, chunks: Sequence[Chunk]) -> None:
-    """Send chunks in order: byte chunks with sendmsg, file regions with sendfile."""
+    """Send chunks in order: byte chunks with sendmsg, file regions with sendfile (a TLS
+    transport sends them itself: `trafka.net.tls.TlsTransport.send_chunks`)."""
+    own = getattr(socket, "send_chunks", None)
+    if own is not None:
+        await own(chunks)
+        return
     pending: list[bytes | bytearray | memoryview] = []
     for chunk in chunks:
         if isinstance(chunk, FileRegion):

@@ -32,16 +32,26 @@ A handler returns a message object (encoded with `trafka.net.codec`), an `Encode
 (pre-encoded body chunks, may include `FileRegion`), or None for "no response" (Produce
 acks=0). A handler that raises is logged and its connection closed; others are unaffected.
 
-Limits (Kafka's names): ``socket.request.max.bytes`` (per frame, and per connection for the
-bytes of requests read but not yet answered), ``queued.max.request.bytes`` (the same over all
-connections; unbounded by default, as in Kafka), ``max.connections``,
-``max.connections.per.ip`` (a connection over a limit is accepted and closed at once),
-``connections.max.idle.ms``. Memory per connection is thus bounded by about
-2 x socket.request.max.bytes of requests plus the responses of at most
-`max_in_flight_requests` requests.
+Limits (Kafka's names, all finite by default; issue 12): ``socket.request.max.bytes`` (per
+frame, and per connection for the bytes of requests read but not yet answered),
+``queued.max.request.bytes`` (the same over all connections; 512 MiB, Kafka: unbounded),
+``max.connections`` (10,000, Kafka: unbounded), ``max.connections.per.ip`` (1,000, Kafka:
+unbounded) with ``max.connections.per.ip.overrides`` (a connection over a limit is
+accepted and closed at once), ``connections.max.idle.ms`` (10 minutes; also for a partial
+frame, and for a peer that stops reading its responses: the writer's send makes no
+progress, as Kafka expires a muted channel). A frame's first 8 bytes (api key and version)
+are checked before its body is reserved or read, and its buffer grows with the bytes
+received (`FrameReader`), so a size prefix alone costs no memory. Memory per connection is
+thus bounded by about 2 x socket.request.max.bytes of requests plus the responses of at
+most `max_in_flight_requests` requests.
 
-NOT implemented: SSL and SASL listeners (PLAINTEXT only), quotas/throttling,
-``max.connections.per.ip.overrides``, per-listener ``max.connections``, KIP-306
+Security (trafka.net.security, trafka.net.tls): an SSL/SASL_SSL listener completes the TLS
+handshake before the first frame (bounded by a timeout) and serves through a TLS transport
+(FileRegions are read and encrypted instead of sendfile'd); on a SASL listener only
+ApiVersions/SaslHandshake/SaslAuthenticate are served until the session is authenticated;
+a failed authentication is answered and then the connection closes.
+
+NOT implemented: quotas/throttling, per-listener ``max.connections``, KIP-306
 connection-rate limits, muting a channel while a request is handled (we pipeline instead,
 with side effects in arrival order: RequestTurn).
 """
@@ -57,7 +67,7 @@ from typing import Any, Final
 
 import trio
 
-from . import codec, headers, protocol
+from . import codec, headers, large_requests, protocol
 from .framing import (
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Chunk,
@@ -66,11 +76,19 @@ from .framing import (
     chunks_size,
     send_chunks,
 )
+from .security import PLAINTEXT, ConnectionSession, ListenerSecurity
 
 log = logging.getLogger("trafka.net.server")
 
 _SIZE = struct.Struct(">i")
 UNLIMITED: Final = 2**31 - 1
+DEFAULT_MAX_CONNECTIONS: Final = 10_000
+"""``max.connections``: Kafka's default is unlimited (2^31-1); a finite one keeps a flood of
+connections within the process's file descriptors and memory (issue 12)."""
+DEFAULT_MAX_CONNECTIONS_PER_IP: Final = 1_000
+"""``max.connections.per.ip``: Kafka's default is unlimited."""
+DEFAULT_QUEUED_MAX_REQUEST_BYTES: Final = 512 * 1024 * 1024
+"""``queued.max.request.bytes``: Kafka's default is unbounded (-1)."""
 _MAX_WRITE_BATCH: Final = 64
 _MAX_WRITE_BATCH_BYTES: Final = 1 << 20
 
@@ -80,17 +98,26 @@ class ServerConfig:
     """Network limits, with Kafka's defaults."""
 
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
-    max_connections: int = UNLIMITED
-    max_connections_per_ip: int = UNLIMITED
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    #: ``max.connections.per.ip.overrides``: per-IP limits replacing the one above.
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
     connections_max_idle_ms: int = 600_000
     #: Requests per connection read but not yet answered (Kafka bounds this broker-wide with
     #: queued.max.requests=500; per connection is what keeps one client from hogging it).
     max_in_flight_requests: int = 64
     receive_buffer_bytes: int = 64 * 1024
     #: ``queued.max.request.bytes``: request bytes read but not yet answered, over all
-    #: connections; 0 or negative = unbounded (Kafka's default -1). Each connection is also
-    #: bounded by ``socket.request.max.bytes`` of such bytes.
-    queued_max_request_bytes: int = -1
+    #: connections; 0 or negative = unbounded (Kafka's default -1; ours is finite). Each
+    #: connection is also bounded by ``socket.request.max.bytes`` of such bytes.
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+
+    def connection_limit_for(self, ip: str) -> int:
+        """`max.connections.per.ip`, or the override for `ip`."""
+        for host, limit in self.max_connections_per_ip_overrides:
+            if host == ip:
+                return limit
+        return self.max_connections_per_ip
 
     def __post_init__(self) -> None:
         for name in (
@@ -105,6 +132,21 @@ class ServerConfig:
                 raise ValueError(f"{name} must be positive")
 
 
+def parse_connection_overrides(text: str) -> tuple[tuple[str, int], ...]:
+    """``max.connections.per.ip.overrides`` ("host:count,host:count", Kafka's format) ->
+    ((host, count), ...); ValueError on a malformed entry."""
+    overrides: list[tuple[str, int]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides: bad entry {item!r}")
+        overrides.append((host.strip(), int(count)))
+    return tuple(overrides)
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     """A listener to bind: Kafka's listener name (e.g. "PLAINTEXT"), host and port (0 = any)."""
@@ -112,6 +154,7 @@ class Listener:
     name: str
     host: str
     port: int
+    security: ListenerSecurity = PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +204,10 @@ class RequestContext:
     peer_port: int
     listener_name: str
     turn: RequestTurn = field(default_factory=RequestTurn.first)
+    #: The connection's security session: principal, SASL state (trafka.net.security).
+    session: ConnectionSession | None = None
+    large: bool = False
+    """Decoded in slices (`trafka.net.large_requests`); the GC pause ends with its handler."""
 
     @property
     def api_key(self) -> int:
@@ -231,6 +278,14 @@ class _Pending:
     failed: bool = False
 
 
+async def _release_gc_pause_soon() -> None:
+    try:
+        for _ in range(3):
+            await trio.sleep(0)
+    finally:
+        large_requests.gc_pause.release()
+
+
 def frame_response(correlation_id: int, header_version: int, body: Sequence[Chunk]) -> list[Chunk]:
     """Size prefix + response header + body chunks."""
     header = headers.encode_response_header(correlation_id, header_version)
@@ -247,13 +302,19 @@ class _Connection:
         stream: trio.SocketStream,
         listener_name: str,
         peer: tuple[str, int],
+        transport: Any = None,
+        session: ConnectionSession | None = None,
     ) -> None:
         self.server = server
         self.stream = stream
-        self.socket = stream.socket
+        #: The raw socket, or a TLS transport with the same methods (trafka.net.tls).
+        self.socket = stream.socket if transport is None else transport
+        self.session = session or ConnectionSession()
         self.listener_name = listener_name
         self.peer_host, self.peer_port = peer
         self.in_flight = 0
+        self.sending = False
+        """A response is being written: a peer that stops reading leaves this set."""
         self.last_activity = trio.current_time()
         config = server.config
         self.slots = trio.Semaphore(config.max_in_flight_requests)
@@ -295,15 +356,16 @@ class _Connection:
             self.order_send.close()
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
+        self.nursery = nursery
         while True:
             await self.slots.acquire()
-            frame = await self.reader.next_frame(self._reserve)
+            frame = await self.reader.next_frame(self._reserve, self._check_header)
             if frame is None:
                 self.slots.release()
                 return
             self.last_activity = trio.current_time()
             size = len(frame)
-            prepared = self._prepare(frame)
+            prepared = await self._prepare(frame)
             pending = _Pending(request_bytes=size)
             self.in_flight += 1
             self.order_send.send_nowait(pending)
@@ -313,16 +375,46 @@ class _Connection:
                 pending.chunks = prepared
                 pending.done.set()
 
+    def _check_header(self, prefix: bytes) -> None:
+        """Refuse a frame on its first 8 bytes, before its body is reserved or read: an
+        unknown API key or an unsupported version closes the connection (ApiVersions above
+        our range is answered, KIP-511)."""
+        api_key, api_version, _ = headers.peek_request_prefix(prefix)
+        if api_key == protocol.API_VERSIONS_KEY:
+            return
+        entry = self.server.supported.get(api_key)
+        if entry is None:
+            raise _CloseConnection(f"unknown or unsupported API key {api_key}")
+        if not entry.accepts(api_version):
+            raise _CloseConnection(
+                f"received request for api with key {api_key} "
+                f"({codec.api_name(api_key)}) and unsupported version {api_version}"
+            )
+
     async def _reserve(self, size: int) -> None:
         """Admit a frame of `size` bytes against the connection's and the server's budget."""
+        limit = self.session.unauthenticated_frame_limit()
+        if limit is not None and size > limit:
+            # Kafka reads nothing larger before SASL authentication completes.
+            raise _CloseConnection(
+                f"frame of {size} bytes before SASL authentication "
+                f"(sasl.server.max.receive.size {limit})"
+            )
         await self.budget.reserve(size)
         await self.server.budget.reserve(size)
         self.in_flight_bytes += size
 
-    def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
+    async def _prepare(self, frame: bytes | memoryview) -> RequestContext | list[Chunk]:
         """Parse and check one request; raise _CloseConnection (or a header/codec error) to
         close the connection; return the ApiVersions fallback response directly."""
+        if self.session.raw_tokens and not self.session.authenticated:
+            return self._raw_sasl_token(frame)
         api_key, api_version, correlation_id = headers.peek_request_prefix(frame)
+        if not self.session.admits(api_key, trio.current_time()):
+            raise _CloseConnection(
+                f"unexpected {codec.api_name(api_key)} request before SASL authentication "
+                "or after the session expired (connections.max.reauth.ms)"
+            )
         supported = self.server.supported
         if api_key == protocol.API_VERSIONS_KEY:
             entry = supported.get(api_key)
@@ -341,7 +433,21 @@ class _Connection:
         header_version = protocol.request_header_version(api_key, api_version)
         header, offset = headers.parse_request_header(frame, header_version)
         try:
-            request = codec.decode_request(api_key, api_version, frame, offset)
+            slices = large_requests.slice_decoder(api_key, len(frame) - offset)
+            if slices is not None:  # many elements: decoded in slices, yielding to the loop
+                large_requests.gc_pause.acquire()  # released by _handle (or below)
+                try:
+                    request = await slices(api_version, frame, offset)
+                except BaseException:
+                    large_requests.gc_pause.release()
+                    raise
+            else:
+                request = codec.decode_request(api_key, api_version, frame, offset)
+        except (large_requests.LargeRequestError, UnicodeDecodeError) as error:
+            raise _CloseConnection(
+                f"malformed {codec.api_name(api_key)} v{api_version} request "
+                f"(correlation id {correlation_id}): {error}"
+            ) from error
         except codec.CodecError as error:
             raise _CloseConnection(
                 f"malformed {codec.api_name(api_key)} v{api_version} request "
@@ -356,7 +462,19 @@ class _Connection:
             peer_port=self.peer_port,
             listener_name=self.listener_name,
             turn=turn,
+            session=self.session,
+            large=slices is not None,
         )
+
+    def _raw_sasl_token(self, frame: bytes | memoryview) -> list[Chunk]:
+        """A raw SASL token after SaslHandshake v0 (KIP-43): answered raw; a failure closes."""
+        from trafka.security.errors import SaslError
+
+        try:
+            answer = self.session.evaluate_raw(bytes(frame))
+        except (SaslError, ValueError) as error:
+            raise _CloseConnection(f"SASL authentication failed: {error}") from None
+        return [_SIZE.pack(len(answer)) + answer]
 
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
         try:
@@ -375,6 +493,10 @@ class _Connection:
         finally:
             context.turn.release()
             pending.done.set()
+            if context.large:
+                # Resume the collector once this task (and the request it holds) is gone,
+                # so the first collection does not scan the whole request.
+                self.nursery.start_soon(_release_gc_pause_soon)
 
     def _encode(self, context: RequestContext, response: Any) -> list[Chunk]:
         header_version = protocol.response_header_version(context.api_key, context.api_version)
@@ -426,8 +548,13 @@ class _Connection:
                     if pending.chunks is not None:
                         chunks.extend(pending.chunks)
                 if chunks:
+                    self.sending = True
                     await send_chunks(self.socket, chunks)
+                    self.sending = False
                     self.last_activity = trio.current_time()
+                if self.session.close_after_response:
+                    # A failed SASL authentication: answered, then closed (Kafka).
+                    break
                 for pending in batch:
                     self.in_flight -= 1
                     self.slots.release()
@@ -439,11 +566,16 @@ class _Connection:
         cancel_scope.cancel()
 
     async def _idle_watchdog(self, cancel_scope: trio.CancelScope) -> None:
+        """Close the connection after `connections.max.idle.ms` without a complete request
+        read or a response written, when nothing is in flight (a partial frame counts as
+        idle) or when a response has been waiting that long for the peer to read it (Kafka
+        mutes such a channel and expires it)."""
         idle_s = self.server.config.connections_max_idle_ms / 1000
         while True:
             deadline = self.last_activity + idle_s
-            if trio.current_time() >= deadline and self.in_flight == 0:
-                log.info("closing idle connection from %s", self.describe())
+            if trio.current_time() >= deadline and (self.in_flight == 0 or self.sending):
+                reason = "does not read its responses" if self.sending else "is idle"
+                log.info("closing connection from %s: it %s", self.describe(), reason)
                 cancel_scope.cancel()
                 return
             await trio.sleep_until(max(deadline, trio.current_time() + idle_s / 10))
@@ -484,16 +616,26 @@ class KafkaServer:
                 sockets = await trio.open_tcp_listeners(listener.port, host=listener.host or None)
                 port = sockets[0].socket.getsockname()[1]
                 bound.append(BoundListener(listener.name, listener.host, port))
-                nursery.start_soon(self._accept_loop, sockets, listener.name)
+                nursery.start_soon(self._accept_loop, sockets, listener.name, listener.security)
             task_status.started(bound)
 
-    async def _accept_loop(self, sockets: list[trio.SocketListener], listener_name: str) -> None:
+    async def _accept_loop(
+        self,
+        sockets: list[trio.SocketListener],
+        listener_name: str,
+        security: ListenerSecurity = PLAINTEXT,
+    ) -> None:
         async def on_connection(stream: trio.SocketStream) -> None:
-            await self._serve_connection(stream, listener_name)
+            await self._serve_connection(stream, listener_name, security)
 
         await trio.serve_listeners(on_connection, sockets)
 
-    async def _serve_connection(self, stream: trio.SocketStream, listener_name: str) -> None:
+    async def _serve_connection(
+        self,
+        stream: trio.SocketStream,
+        listener_name: str,
+        security: ListenerSecurity = PLAINTEXT,
+    ) -> None:
         try:
             peer = stream.socket.getpeername()
         except OSError:
@@ -505,14 +647,24 @@ class KafkaServer:
             log.warning("max.connections (%d) reached; closing %s", self._connection_count, ip)
             await stream.aclose()
             return
-        if per_ip >= self.config.max_connections_per_ip:
+        if per_ip >= self.config.connection_limit_for(ip):
             log.warning("max.connections.per.ip (%d) reached for %s; closing", per_ip, ip)
             await stream.aclose()
             return
         self._connection_count += 1
         self._connections_by_ip[ip] = per_ip + 1
         try:
-            await _Connection(self, stream, listener_name, (ip, peer[1])).run()
+            session = ConnectionSession.for_listener(security)
+            transport = None
+            if security.uses_tls:
+                from .tls import TlsHandshakeFailed, server_transport
+
+                try:
+                    transport = await server_transport(stream, security, session)
+                except TlsHandshakeFailed as error:
+                    log.info("TLS handshake with %s on %s failed: %s", ip, listener_name, error)
+                    return
+            await _Connection(self, stream, listener_name, (ip, peer[1]), transport, session).run()
         except Exception:
             # A bug in one connection must not take the listener (and every client) down.
             log.exception("connection from %s:%d failed unexpectedly", ip, peer[1])

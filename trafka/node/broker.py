@@ -31,8 +31,13 @@ wins `/controller`); a broker-only node (`process.roles=broker`) is a learner of
 and runs none. One node is simply a cluster of one: controller, leader of everything, ISR of
 one.
 
-Not implemented here: multiple log dirs beyond passing them to the LogManager, SSL/SASL
-listeners.
+Listeners (`trafka.node.security.listeners`, docs/security.md): each named listener has its
+security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; `trafka.node.security.setup`);
+the broker's own clients (controller channel, replica fetchers, controlled shutdown) use the
+inter-broker listener (`InterBrokerClient`), and only it admits API 4-7 and follower fetches
+(`trafka.node.security.inter_broker`, asked in `dispatch`).
+
+Not implemented here: multiple log dirs beyond passing them to the LogManager.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from trafka.log.errors import LogError
 from trafka.metadata_quorum.bridge import QuorumEvent
@@ -52,6 +58,7 @@ from trafka.metadata_quorum.config import QuorumConfigError
 from trafka.net import protocol
 from trafka.net import server as net_server
 from trafka.net.headers import RequestHeader
+from trafka.net.security import ConnectionSession
 from trafka.net.server import RequestTurn
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
@@ -70,9 +77,19 @@ from trafka.node.producer_ids import ProducerIdManager
 from trafka.node.registration import follow_quorum_events, load_cluster_id, register
 from trafka.node.replication.replica_fetcher import ReplicaFetchers
 from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.security import inter_broker, scram_store
+from trafka.node.security.acls import AclService, AuthorizerConfigError, build_authorizer
+from trafka.node.security.inter_broker import InterBrokerClient
+from trafka.node.security.listeners import resolve_listeners
+from trafka.node.security.setup import inter_broker_client, listener_security
 from trafka.node.stray_log_cleanup import StrayLogCleanup
 from trafka.node.topic_admin import TopicAdmin
 from trafka.node.topics import TopicManager
+from trafka.node.txn_service import TransactionService
+from trafka.security.acl import AclAuthorizer
+from trafka.security.authorizer import Authorizer, Requester
+from trafka.security.principal import ANONYMOUS
+from trafka.security.scram import ScramCredential
 
 log = logging.getLogger("trafka.node.broker")
 
@@ -111,6 +128,16 @@ class Broker:
         self.node_id = config.node_id
         self.registry = registry or load_all()
         self.clock = clock
+        self.listener_specs = resolve_listeners(config)
+        """The named listeners (ConfigError with one line on a bad listener config)."""
+        self.inter_broker_listener = next(s.name for s in self.listener_specs if s.inter_broker)
+        try:
+            self.authorizer: Authorizer = build_authorizer(config)
+        except AuthorizerConfigError as error:
+            raise StartupError(str(error)) from None
+        """allow-all, or ACLs (`authorizer.class.name`, `trafka.node.security.acls`)."""
+        self.inter_broker = InterBrokerClient(self.inter_broker_listener)
+        """Set up with the inter-broker listener's TLS/SASL client side in `_serve`."""
         self.services: NodeServices | None = None
         """The node's services once serving (`run`)."""
         self.bound_ports: list[int] = []
@@ -130,6 +157,9 @@ class Broker:
         request: object,
         client_host: str,
         turn: RequestTurn | None = None,
+        *,
+        listener_name: str | None = None,
+        session: ConnectionSession | None = None,
     ) -> object:
         handler = self.registry.get(header.api_key)
         assert handler is not None and self.services is not None
@@ -141,12 +171,47 @@ class Broker:
             client_id=header.client_id,
             client_host=client_host,
             turn=turn or RequestTurn.first(),
+            principal=ANONYMOUS if session is None else session.principal,
+            listener_name=listener_name or self.inter_broker_listener,
+            security_protocol="PLAINTEXT" if session is None else session.security_protocol,
+            session=session,
         )
+        claim = inter_broker.claim_of(header.api_key, request)
+        if claim is not None:
+            error = await inter_broker.admit(
+                claim,
+                quorum=self.services.store,
+                authorizer=self.services.authorizer,
+                requester=Requester(
+                    ctx.principal, client_host, ctx.listener_name, ctx.security_protocol
+                ),
+                inter_broker_listener=self.inter_broker_listener,
+                own_broker_id=self.node_id,
+            )
+            if error is not ErrorCode.none:
+                log.warning(
+                    "refused %s from %s on %s (%s as broker %d): %s",
+                    handler.name,
+                    client_host,
+                    ctx.listener_name,
+                    ctx.principal,
+                    claim.sender,
+                    error.name,
+                )
+                refused: object = inter_broker.refusal(request, error)
+                return refused
         response: object = await handler.handle(ctx, request)
         return response
 
     async def _handle_net_request(self, net_ctx: net_server.RequestContext) -> object:
-        return await self.dispatch(net_ctx.header, net_ctx.request, net_ctx.peer_host, net_ctx.turn)
+        return await self.dispatch(
+            net_ctx.header,
+            net_ctx.request,
+            net_ctx.peer_host,
+            net_ctx.turn,
+            listener_name=net_ctx.listener_name,
+            session=net_ctx.session,
+        )
 
     def supported_apis(self) -> protocol.SupportedApis:
         return protocol.SupportedApis(
@@ -181,8 +246,21 @@ class Broker:
                 with trio.CancelScope(shield=True):
                     await self._close()
 
+    def _setup_inter_broker_client(self) -> None:
+        from trafka.net.tls import TlsConfigError
+
+        spec = next(s for s in self.listener_specs if s.inter_broker)
+        try:
+            security = inter_broker_client(self.config, spec)
+        except TlsConfigError as tls_error:
+            raise StartupError(
+                f"cannot set up the inter-broker client's TLS: {tls_error}"
+            ) from None
+        self.inter_broker = InterBrokerClient(self.inter_broker_listener, security)
+
     async def _serve(self, store: MetadataStore, task_status: trio.TaskStatus[None]) -> None:
         node_id, clock = self.node_id, self.clock
+        self._setup_inter_broker_client()
         cluster_id = await load_cluster_id(store, self.config.get("cluster.id"))
         config = await read_dynamic_config(store, node_id, self.config)
         # The topic cache validates configs against the effective broker config, which the
@@ -195,7 +273,9 @@ class Broker:
             validate_configs=lambda overrides: configs.validate_topic_configs(overrides),
             rng=self._rng,
         )
-        metadata = MetadataCache(store, topics, node_id=node_id)
+        metadata = MetadataCache(
+            store, topics, node_id=node_id, inter_broker_listener=self.inter_broker_listener
+        )
         await topics.load()
         logs = await trio.to_thread.run_sync(self._open_logs, config, topics, cluster_id)
         self._logs = logs
@@ -217,6 +297,7 @@ class Broker:
             replica_manager=replicas,
             endpoint_for=metadata.endpoint_for,
             clock=clock,
+            inter_broker=self.inter_broker,
             fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms"),
             fetch_max_bytes=config.get_int("replica.fetch.max.bytes"),
             backoff_ms=config.get_int("replica.fetch.backoff.ms"),
@@ -235,9 +316,25 @@ class Broker:
             config=lambda: configs.config,
             clock=clock,
         )
+        producer_ids = ProducerIdManager(store, node_id=node_id)
+        transactions = TransactionService(  # trafka.node.txn_service
+            node_id=node_id,
+            topics=topics,
+            metadata=metadata,
+            admin=topic_admin,
+            replicas=replicas,
+            producer_ids=producer_ids,
+            groups=groups,
+            config=lambda: configs.config,
+            inter_broker=self.inter_broker,
+            clock=clock,
+        )
         # Only a voter competes for /controller; a broker-only node (a quorum learner)
         # never runs the controller (KRaft's process.roles=broker).
         controller = self._controller(store, configs) if self.config.is_controller else None
+        acls = None
+        if isinstance(self.authorizer, AclAuthorizer):
+            acls = AclService(self.authorizer, store, now_ms=clock.now_ms)
         services = NodeServices(
             node_id=node_id,
             cluster_id=cluster_id,
@@ -246,15 +343,21 @@ class Broker:
             topics=topics,
             topic_admin=topic_admin,
             configs=configs,
-            producer_ids=ProducerIdManager(store, node_id=node_id),
+            producer_ids=producer_ids,
             groups=groups,
+            transactions=transactions,
             replicas=replicas,
             logs=logs,
             controller=controller,
+            authorizer=self.authorizer,
+            acls=acls,
         )
         self.services = services
         self._shutdown = ControlledShutdownClient(
-            node_id=node_id, metadata=metadata, config=lambda: configs.config
+            node_id=node_id,
+            metadata=metadata,
+            config=lambda: configs.config,
+            inter_broker=self.inter_broker,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
@@ -276,10 +379,19 @@ class Broker:
             # this node leads (also after a failover) and fires session expiries from
             # start-up, not from the first call.
             await nursery.start(groups.run)
+            await nursery.start(transactions.run)
             # Registered before the listener opens: a client's first Metadata must list us.
-            await register(store, self.config, now_ms=self.clock.now_ms())
+            await register(
+                store, self.config, now_ms=self.clock.now_ms(), listeners=self.listener_specs
+            )
             await metadata.refresh_brokers()
-            await self._start_server(nursery)
+            if acls is not None:
+                # Every node loads the ACLs before serving and follows their changes.
+                await store.sync()
+                acls.reload()
+                self._quorum_listeners.append(acls.on_quorum_event)
+                nursery.start_soon(acls.run)
+            await self._start_server(nursery, store)
             if controller is not None:
                 self._quorum_listeners.append(controller.wake)
                 nursery.start_soon(controller.run)
@@ -311,6 +423,7 @@ class Broker:
             store=store,
             clock=self.clock,
             config=controller_config_of(configs.config),
+            inter_broker=self.inter_broker,
         )
         # Kafka's enableDefaultUncleanLeaderElection / enableTopicUncleanLeaderElection.
         configs.on_broker_config.append(
@@ -338,7 +451,9 @@ class Broker:
         self, store: MetadataStore, metadata: MetadataCache, topics: TopicManager
     ) -> None:
         """After a lost session or event stream: the registration and the caches again."""
-        await register(store, self.config, now_ms=self.clock.now_ms())
+        await register(
+            store, self.config, now_ms=self.clock.now_ms(), listeners=self.listener_specs
+        )
         await metadata.refresh_brokers()
         await topics.load()
 
@@ -358,22 +473,39 @@ class Broker:
         except (OSError, LogError) as error:
             raise StartupError(f"cannot open log directories: {error}") from None
 
-    async def _start_server(self, nursery: trio.Nursery) -> None:
+    async def _start_server(self, nursery: trio.Nursery, store: MetadataStore) -> None:
         """Bind the listeners (trafka.net's KafkaServer); a busy port is a StartupError."""
         config = net_server.ServerConfig(
             socket_request_max_bytes=self.config.get_int("socket.request.max.bytes"),
             max_connections=self.config.get_int("max.connections"),
             max_connections_per_ip=self.config.get_int("max.connections.per.ip"),
+            max_connections_per_ip_overrides=net_server.parse_connection_overrides(
+                self.config.get("max.connections.per.ip.overrides") or ""
+            ),
+            queued_max_request_bytes=self.config.get_int("queued.max.request.bytes"),
             connections_max_idle_ms=self.config.get_int("connections.max.idle.ms"),
             max_in_flight_requests=min(self.config.get_int("queued.max.requests"), 64),
         )
         await self._supported_ready.wait()
         assert self._supported is not None
         kafka_server = net_server.KafkaServer(self._handle_net_request, self._supported, config)
-        listeners = [
-            net_server.Listener(listener.name, listener.host or "0.0.0.0", listener.port)
-            for listener in self.config.listeners
-        ]
+        from trafka.net.tls import TlsConfigError
+
+        def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
+            return scram_store.lookup(store, user, mechanism)
+
+        try:
+            listeners = [
+                net_server.Listener(
+                    spec.name,
+                    spec.host or "0.0.0.0",
+                    spec.port,
+                    listener_security(self.config, spec, scram_lookup),
+                )
+                for spec in self.listener_specs
+            ]
+        except TlsConfigError as tls_error:
+            raise StartupError(f"cannot set up TLS: {tls_error}") from None
         try:
             bound = await nursery.start(kafka_server.serve, listeners)
         except (OSError, ExceptionGroup) as raised:

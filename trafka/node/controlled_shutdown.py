@@ -16,10 +16,11 @@ import trio
 from kio.schema.types import BrokerId as BrokerIdWire
 from kio.static.primitive import i64
 
-from trafka.net.client import ClientError, KafkaConnection
+from trafka.net.client import ClientError
 from trafka.net.messages.controlled_shutdown import ControlledShutdownRequestV3
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_cache import MetadataCache
+from trafka.node.security.inter_broker import InterBrokerClient
 
 log = logging.getLogger("trafka.node.broker")
 
@@ -29,9 +30,16 @@ REQUEST_TIMEOUT_S = 10.0
 
 class ControlledShutdownClient:
     def __init__(
-        self, *, node_id: int, metadata: MetadataCache, config: Callable[[], BrokerConfig]
+        self,
+        *,
+        node_id: int,
+        metadata: MetadataCache,
+        config: Callable[[], BrokerConfig],
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self._node_id = node_id
+        #: The inter-broker listener's security (the controller's endpoint is on it).
+        self._inter_broker = inter_broker or InterBrokerClient()
         self._metadata = metadata
         self._config = config
 
@@ -56,7 +64,7 @@ class ControlledShutdownClient:
         return False
 
     async def _attempt(self, endpoint: tuple[str, int], broker_epoch: int, attempt: int) -> bool:
-        connection = await KafkaConnection.connect(
+        connection = await self._inter_broker.connect(
             endpoint[0],
             endpoint[1],
             client_id=f"broker-{self._node_id}",

@@ -30,7 +30,10 @@ so timers and loading start with the node; handlers reach it as `ctx.services.gr
 Partitions this node leads are also loaded by the timer without waiting for a request, so
 restored sessions and offset retention run.
 
-Not implemented: transactional offsets.
+Transactional offsets (TxnOffsetCommit): written as the producer's transactional batch,
+pending in the coordinator until the transaction's marker is written to the partition
+(`complete_txn_offsets`, called by the marker path); a load keeps them pending until it
+reads the marker.
 """
 
 from __future__ import annotations
@@ -69,11 +72,13 @@ from trafka.group.messages import (
 )
 from trafka.group.records import (
     CorruptOffsetsRecordError,
+    OffsetCommitRecord,
     OffsetsTopicRecord,
     decode_record,
     encode_record,
 )
 from trafka.group.state import GroupState
+from trafka.log.control import ControlRecordType, decode_end_transaction_marker
 from trafka.log.errors import CorruptRecordError
 from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
@@ -99,6 +104,7 @@ _APPEND_ERRORS: dict[int, ErrorCode] = {
     int(ErrorCode.request_timed_out): ErrorCode.coordinator_not_available,
     int(ErrorCode.not_leader_or_follower): ErrorCode.not_coordinator,
     int(ErrorCode.kafka_storage_error): ErrorCode.not_coordinator,
+    int(ErrorCode.invalid_producer_epoch): ErrorCode.producer_fenced,  # TxnOffsetCommit
 }
 
 
@@ -242,25 +248,37 @@ class GroupService:
         end_offset = int(partition_log.log_end_offset)
         offset = int(partition_log.log_start_offset)
         records: list[OffsetsTopicRecord] = []
+        # TxnOffsetCommit records wait for their producer's marker (COMMIT: they apply there).
+        pending: dict[int, list[OffsetsTopicRecord]] = {}
         while offset < end_offset:
             data = partition_log.read(
                 offset, max_bytes=LOAD_READ_BYTES, max_offset=end_offset, with_bytes=True
             )
             next_offset = offset
-            for batch_next_offset, batch_records in _iter_batches(data.to_bytes()):
+            for batch_next_offset, batch_records, txn in _iter_batches(data.to_bytes()):
                 next_offset = max(next_offset, batch_next_offset)
+                if txn is not None and txn.committed is not None:
+                    done = pending.pop(txn.producer_id, [])
+                    if txn.committed:
+                        records.extend(done)
+                    continue
+                target = records if txn is None else pending.setdefault(txn.producer_id, [])
                 for record_offset, key, value in batch_records:
                     if key is None or record_offset < offset:
                         continue
                     try:
-                        records.append(decode_record(key, value))
+                        target.append(decode_record(key, value))
                     except CorruptOffsetsRecordError:
                         log.warning("corrupt record in %s-%d", OFFSETS_TOPIC, partition)
             if next_offset <= offset:
                 break  # nothing readable here (an empty tail); what we have is the state
             offset = next_offset
         log.debug("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
-        return GroupCoordinator.load(self._config, self._rng, records, self._clock.now_ms())
+        coordinator = GroupCoordinator.load(self._config, self._rng, records, self._clock.now_ms())
+        for producer_id, open_records in pending.items():
+            commits = [r for r in open_records if isinstance(r, OffsetCommitRecord)]
+            coordinator.restore_txn_offsets(producer_id, commits, self._clock.now_ms())
+        return coordinator
 
     def _unload(self, partition: int) -> None:
         current = self._partitions.pop(partition, None)
@@ -274,21 +292,27 @@ class GroupService:
     # --- running coordinator calls -------------------------------------------------------
 
     async def _call(
-        self, group_id: str, operation: Callable[[GroupCoordinator, int], tuple[T, Effects]]
+        self,
+        group_id: str,
+        operation: Callable[[GroupCoordinator, int], tuple[T, Effects]],
+        producer: tuple[int, int] | None = None,
     ) -> T | ErrorCode:
         current = await self._partition_of(group_id)
         if isinstance(current, ErrorCode):
             return current
-        return await self._call_on(current, operation)
+        return await self._call_on(current, operation, producer)
 
     async def _call_on(
-        self, current: _Partition, operation: Callable[[GroupCoordinator, int], tuple[T, Effects]]
+        self,
+        current: _Partition,
+        operation: Callable[[GroupCoordinator, int], tuple[T, Effects]],
+        producer: tuple[int, int] | None = None,
     ) -> T | ErrorCode:
         async with current.lock:
             if current.unloaded or current.coordinator is None:
                 return ErrorCode.not_coordinator
             value, effects = operation(current.coordinator, self._clock.now_ms())
-            error = await self._append(current.partition, effects.records)
+            error = await self._append(current.partition, effects.records, producer)
         self._deliver(effects.replies, error)
         if error is not None:
             self._unload(current.partition)
@@ -299,15 +323,27 @@ class GroupService:
         return value
 
     async def _append(
-        self, partition: int, records: Iterable[OffsetsTopicRecord]
+        self,
+        partition: int,
+        records: Iterable[OffsetsTopicRecord],
+        producer: tuple[int, int] | None = None,
     ) -> ErrorCode | None:
+        """`producer` (id, epoch): a TxnOffsetCommit, written as that producer's
+        transactional batch (no sequence, as Kafka's coordinator writes it)."""
         batch = [NewRecord(key=k, value=v) for k, v in map(encode_record, records)]
         if not batch:
             return None
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
         result = await self._replicas.append(
             OFFSETS_TOPIC,
             partition,
-            build_batch(batch, now_ms=self._clock.now_ms()),
+            build_batch(
+                batch,
+                now_ms=self._clock.now_ms(),
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                is_transactional=producer is not None,
+            ),
             required_acks=-1,
             timeout_ms=self._broker_config().get_int("offsets.commit.timeout.ms"),
         )
@@ -415,12 +451,43 @@ class GroupService:
             return tuple(PartitionError(p.topic, p.partition, outcome) for p in request.partitions)
         return outcome
 
+    async def txn_offset_commit(
+        self, request: OffsetCommitRequest, producer_id: int, producer_epoch: int
+    ) -> tuple[PartitionError, ...]:
+        """TxnOffsetCommit: pending offsets, visible once the transaction commits."""
+        outcome = await self._call(
+            request.group_id,
+            lambda coordinator, now: coordinator.txn_offset_commit(request, producer_id, now),
+            (producer_id, producer_epoch),
+        )
+        if isinstance(outcome, ErrorCode):
+            return tuple(PartitionError(p.topic, p.partition, outcome) for p in request.partitions)
+        return outcome
+
+    async def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker was written to `partition` of `__consumer_offsets`."""
+        current = self._partitions.get(partition)
+        if current is None or current.coordinator is None:
+            return  # not loaded: the next load reads the marker from the log
+
+        def complete(coordinator: GroupCoordinator, now_ms: int) -> tuple[None, Effects]:
+            coordinator.complete_txn_offsets(producer_id, committed)
+            return None, Effects()
+
+        await self._call_on(current, complete)
+
     async def offset_fetch(
-        self, group_id: str, partitions: tuple[TopicPartition, ...] | None
+        self,
+        group_id: str,
+        partitions: tuple[TopicPartition, ...] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         outcome = await self._call(
             group_id,
-            lambda coordinator, now: (coordinator.offset_fetch(group_id, partitions), Effects()),
+            lambda coordinator, now: (
+                coordinator.offset_fetch(group_id, partitions, require_stable=require_stable),
+                Effects(),
+            ),
         )
         if isinstance(outcome, ErrorCode):
             return OffsetFetchResult(outcome)
@@ -526,13 +593,38 @@ class GroupService:
                 await trio.lowlevel.checkpoint()  # let requests in between loads
 
 
+@dataclass(frozen=True, slots=True)
+class _TxnBatch:
+    """A transactional batch: its producer, and for a marker whether it commits."""
+
+    producer_id: int
+    committed: bool | None  # None: data (TxnOffsetCommit records), not a marker
+
+
 def _iter_batches(
     data: bytes,
-) -> Iterable[tuple[int, list[tuple[int, bytes | None, bytes | None]]]]:
-    """(next offset, [(offset, key, value)]) per data batch; stops at a partial batch."""
+) -> Iterable[tuple[int, list[tuple[int, bytes | None, bytes | None]], _TxnBatch | None]]:
+    """(next offset, [(offset, key, value)], transactional info) per batch; control
+    batches other than transaction markers are skipped; stops at a partial batch."""
     try:
         for batch in iter_batches(data):
-            records = [] if batch.header.is_control else batch.records
-            yield batch.header.next_offset, [(r.offset, r.key, r.value) for r in records]
+            header = batch.header
+            txn = None
+            if header.is_control:
+                if not header.is_transactional or not batch.records:
+                    yield header.next_offset, [], None
+                    continue
+                try:
+                    marker = decode_end_transaction_marker(batch.records[0])
+                except CorruptRecordError:
+                    yield header.next_offset, [], None
+                    continue
+                committed = marker.type is ControlRecordType.COMMIT
+                yield header.next_offset, [], _TxnBatch(header.producer_id, committed)
+                continue
+            if header.is_transactional:
+                txn = _TxnBatch(header.producer_id, None)
+            rows = [(r.offset, r.key, r.value) for r in batch.records]
+            yield header.next_offset, rows, txn
     except CorruptRecordError:
         return  # a partial batch at the end of a read: the next read starts there

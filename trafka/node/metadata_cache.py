@@ -24,6 +24,18 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    """Every (listener name, host, port); host/port above are the first one's."""
+
+    def on_listener(self, listener_name: str | None) -> BrokerInfo | None:
+        """This broker as seen through `listener_name` (None: it has no such listener;
+        a `listener_name` of None or no endpoints: as is)."""
+        if not self.endpoints or listener_name is None:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener_name:
+                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints)
+        return None
 
 
 PartitionUpdate = tuple[str, int, tuple[int, ...], int, int, tuple[int, ...]]
@@ -33,10 +45,19 @@ PartitionUpdate = tuple[str, int, tuple[int, ...], int, int, tuple[int, ...]]
 class MetadataCache:
     """Live brokers and the controller id, read from the tree and UpdateMetadata."""
 
-    def __init__(self, store: MetadataStore, topics: TopicManager, *, node_id: int) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        topics: TopicManager,
+        *,
+        node_id: int,
+        inter_broker_listener: str | None = None,
+    ) -> None:
         self._store = store
         self._topics = topics
         self.node_id = node_id
+        self.inter_broker_listener = inter_broker_listener
+        """The listener brokers reach each other on (docs/security.md); None: the first."""
         self.brokers: dict[int, BrokerInfo] = {}
         """The brokers of the controller's last UpdateMetadata (or of `refresh_brokers`)."""
 
@@ -48,12 +69,16 @@ class MetadataCache:
             return sorted(self.brokers)
         return sorted(int(child) for child in children if child.isdigit())
 
-    def live_brokers(self) -> list[BrokerInfo]:
+    def live_brokers(self, listener_name: str | None = None) -> list[BrokerInfo]:
+        """The live brokers with their endpoint on `listener_name` (the listener a client
+        came in on; brokers without it are left out, as Kafka does); None: inter-broker."""
+        listener = listener_name or self.inter_broker_listener
         result = []
         for broker_id in self.live_broker_ids():
             info = self.brokers.get(broker_id) or self._registered(broker_id)
-            if info is not None:
-                result.append(info)
+            shown = None if info is None else info.on_listener(listener)
+            if shown is not None:
+                result.append(shown)
         return result
 
     def racks(self) -> dict[int, str | None]:
@@ -69,9 +94,11 @@ class MetadataCache:
         return controller_id_in_tree(self._store)
 
     def endpoint_for(self, broker_id: int) -> tuple[str, int] | None:
-        """host, port of a registered broker (from the local replica of the tree)."""
+        """host, port of a registered broker's inter-broker listener (from the local replica
+        of the tree; the broker's clients - fetchers, controlled shutdown - use it)."""
         info = self._registered(broker_id) or self.brokers.get(broker_id)
-        return None if info is None else (info.host, info.port)
+        shown = None if info is None else info.on_listener(self.inter_broker_listener)
+        return None if shown is None else (shown.host, shown.port)
 
     def broker_epoch(self, broker_id: int) -> int:
         """The czxid of the broker's registration (Kafka's broker epoch); -1 if absent."""
@@ -87,7 +114,13 @@ class MetadataCache:
         if not registration.endpoints:
             return None
         endpoint = registration.endpoints[0]
-        return BrokerInfo(broker_id, endpoint.host, endpoint.port, registration.rack)
+        return BrokerInfo(
+            broker_id,
+            endpoint.host,
+            endpoint.port,
+            registration.rack,
+            tuple((e.listener_name, e.host, e.port) for e in registration.endpoints),
+        )
 
     async def refresh_brokers(self) -> None:
         """Read every registration (after start-up, before the first UpdateMetadata)."""

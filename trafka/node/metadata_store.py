@@ -46,6 +46,7 @@ from trafka.metadata_quorum.config import QuorumConfig, Voter, config_from_prope
 from trafka.metadata_quorum.local import local_transport_factory
 from trafka.metadata_quorum.status import QuorumStatus
 from trafka.metadata_quorum.tree import (
+    BadArgumentsError,
     BadVersionError,
     Create,
     Delete,
@@ -172,9 +173,12 @@ class QuorumMetadataStore:
         return self._quorum.read_local(reader)
 
     async def get(self, path: str) -> bytes | None:
+        # A path that cannot exist (a client's topic name such as "a/b" or "..") holds
+        # nothing: the fuzzer found it raising out of the DescribeConfigs and LeaderAndIsr
+        # handlers (issue 12, item 8).
         try:
             data, _ = self._quorum.get_local(path)
-        except NoNodeError:
+        except (NoNodeError, BadArgumentsError):
             return None
         return bytes(data)
 

@@ -20,6 +20,7 @@ from trafka.metadata_quorum.bridge import QuorumEvent, SessionEvent, SessionEven
 from trafka.metadata_quorum.tree import SessionExpiredError
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_store import MetadataStore, NodeExists
+from trafka.node.security.listeners import ListenerSpec, resolve_listeners
 from trafka.node.topics import topic_id_text
 
 log = logging.getLogger("trafka.node.broker")
@@ -43,17 +44,27 @@ async def load_cluster_id(store: MetadataStore, configured: str | None) -> str:
     return cluster_id
 
 
-async def register(store: MetadataStore, config: BrokerConfig, *, now_ms: int) -> None:
+async def register(
+    store: MetadataStore,
+    config: BrokerConfig,
+    *,
+    now_ms: int,
+    listeners: Sequence[ListenerSpec] | None = None,
+) -> None:
     """Create (or, if it survived, replace) this node's `/brokers/ids/<id>`.
 
     A session that expires meanwhile (a start on a loaded machine can miss heartbeats) is
     replaced by the quorum bridge: retry on the new one instead of failing the node's start,
     as a Kafka broker re-registers on a new ZooKeeper session.
     """
+    specs = resolve_listeners(config) if listeners is None else listeners
     registration = znodes.BrokerRegistration(
         broker_id=config.node_id,
+        # Every listener with its security protocol (Kafka's ZK registration: endpoints
+        # + listener_security_protocol_map).
         endpoints=tuple(
-            znodes.Endpoint(a.name, a.host, a.port) for a in config.advertised_listeners
+            znodes.Endpoint(s.name, s.advertised_host, s.advertised_port, s.security_protocol)
+            for s in specs
         ),
         timestamp_ms=now_ms,
         rack=config.get("broker.rack"),

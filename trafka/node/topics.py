@@ -297,6 +297,9 @@ class TopicManager:
         *,
         first_partition: int,
     ) -> dict[int, list[int]]:
+        if first_partition + len(assignments) > MAX_PARTITIONS:
+            # Before anything walks the assignment: the cap holds on every creation path.
+            raise TopicError(ErrorCode.invalid_partitions, "Too many partitions.")
         expected = list(range(first_partition, first_partition + len(assignments)))
         if sorted(assignments) != expected:
             raise TopicError(

@@ -30,9 +30,15 @@ Works on trafka's segments and on a real Kafka log dir alike (same format). Per 
 A missing or unreadable file, or a name without a numeric base offset: one line on stderr,
 exit code 1 (the other files are still dumped). Unknown suffixes: `Ignoring unknown file`.
 
+* `.txnindex` (aborted transactions): `version: 0 producerId: P firstOffset: F lastOffset: L
+  lastStableOffset: S` per entry. `.snapshot` (producer state): `producerId: P
+  producerEpoch: E coordinatorEpoch: C currentTxnFirstOffset: OptionalLong[N] lastTimestamp:
+  T firstSequence: .. lastSequence: .. lastOffset: .. offsetDelta: .. timestamp: ..` per
+  producer (`OptionalLong.empty` with no open transaction), as Kafka prints them.
+
 Not implemented: Kafka's `--offsets-decoder`, `--transaction-log-decoder` and
-`--cluster-metadata-decoder` parsers, `.snapshot`/`.txnindex` files, and the JSON
-rendering of KRaft control records (we print `controlType: <TYPE>(<id>)` for those).
+`--cluster-metadata-decoder` parsers, and the JSON rendering of KRaft control records (we
+print `controlType: <TYPE>(<id>)` for those).
 """
 
 from __future__ import annotations
@@ -58,9 +64,11 @@ from trafka.log.batch import (
     parse_header,
 )
 from trafka.log.control import ControlRecordType, decode_control_key, decode_end_transaction_marker
-from trafka.log.errors import CorruptRecordError
+from trafka.log.errors import CorruptRecordError, LogError
 from trafka.log.legacy import V0_HEADER_SIZE, LegacyMessage, decode_legacy_messages, read_message
+from trafka.log.producer_state import decode_snapshot
 from trafka.log.records import Record, decode_batch
+from trafka.log.txn_index import TXN_INDEX_VERSION, decode_entries
 
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 TIME_INDEX_ENTRY = struct.Struct(">qi")
@@ -486,6 +494,46 @@ def _log_last_offsets_by_position(index_path: Path) -> dict[int, int] | None:
     return {entry.position: entry.last_offset for entry in entries}
 
 
+def dump_txn_index(data: bytes, out: TextIO) -> None:
+    """Kafka's `dumpTxnIndex`: one line per aborted transaction."""
+    try:
+        entries = decode_entries(data)
+    except LogError as error:
+        raise DumpError(str(error)) from error
+    for entry in entries:
+        print(
+            f"version: {TXN_INDEX_VERSION} producerId: {entry.producer_id}"
+            f" firstOffset: {entry.first_offset} lastOffset: {entry.last_offset}"
+            f" lastStableOffset: {entry.last_stable_offset}",
+            file=out,
+        )
+
+
+def dump_producer_snapshot(data: bytes, out: TextIO) -> None:
+    """Kafka's `dumpProducerIdSnapshot`: one line per producer."""
+    try:
+        entries = decode_snapshot(data)
+    except LogError as error:
+        raise DumpError(str(error)) from error
+    for entry in entries:
+        first = entry.current_txn_first_offset
+        txn_first = f"OptionalLong[{first}]" if first >= 0 else "OptionalLong.empty"
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch}"
+            f" coordinatorEpoch: {entry.coordinator_epoch}"
+            f" currentTxnFirstOffset: {txn_first}"
+            f" lastTimestamp: {entry.last_timestamp} "
+        )
+        if entry.batches:
+            batch = entry.batches[-1]
+            line += (
+                f"firstSequence: {batch.first_sequence} lastSequence: {batch.last_sequence}"
+                f" lastOffset: {batch.last_offset} offsetDelta: {batch.offset_delta}"
+                f" timestamp: {batch.timestamp}"
+            )
+        print(line, file=out)
+
+
 def dump_file(
     path: Path,
     out: TextIO,
@@ -499,10 +547,20 @@ def dump_file(
 ) -> None:
     print(f"Dumping {path}", file=out)
     suffix = path.suffix
-    if suffix not in (".log", ".index", ".timeindex"):
+    if suffix not in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
         print(f"Ignoring unknown file {path}", file=err)
         return
     base_offset_of(path)
+    if suffix in (".txnindex", ".snapshot"):
+        try:
+            data_bytes = path.read_bytes()
+        except OSError as error:
+            raise DumpError(f"cannot read {path}: {error}") from error
+        if suffix == ".txnindex":
+            dump_txn_index(data_bytes, out)
+        else:
+            dump_producer_snapshot(data_bytes, out)
+        return
     with open_readonly(path) as data:
         if suffix == ".log":
             dump_log_segment(path, data, out, err, report, deep=deep, print_data=print_data)

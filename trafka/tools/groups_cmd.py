@@ -36,6 +36,7 @@ from typing import Annotated, Any, TypeVar
 import trio
 import typer
 
+from trafka.client import command_config
 from trafka.group.consumer_protocol import assigned_partitions
 from trafka.net import codec
 from trafka.net.api_keys import ApiKey
@@ -167,7 +168,9 @@ class _Admin:
         existing = self._connections.get(address)
         if existing is not None and not existing.closed:
             return existing
-        conn = await KafkaConnection.connect(*address, client_id="ktool")
+        conn = await KafkaConnection.connect(
+            *address, client_id="ktool", security=command_config.current()
+        )
         await conn.negotiate_api_versions()
         self._connections[address] = conn
         return conn

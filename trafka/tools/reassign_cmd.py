@@ -61,6 +61,7 @@ from typing import Annotated, Any
 import trio
 import typer
 
+from trafka.client import command_config
 from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
@@ -114,7 +115,9 @@ async def _connect(address: str) -> KafkaConnection:
     if not host or not port.isdigit():
         raise CommandError(f"invalid --bootstrap-server {address!r}: expected host:port")
     try:
-        connection = await KafkaConnection.connect(host, int(port), client_id="ktool-reassign")
+        connection = await KafkaConnection.connect(
+            host, int(port), client_id="ktool-reassign", security=command_config.current()
+        )
         await connection.negotiate_api_versions()
     except ClientError as error:
         raise CommandError(str(error)) from None

@@ -53,6 +53,7 @@ from typing import Annotated, Any
 import trio
 import typer
 
+from trafka.client import command_config
 from trafka.client.metadata import MetadataReadError, read_znodes
 from trafka.log.names import COLLISION_WARNING, has_collision_chars, topic_name_error
 from trafka.metadata_quorum import znodes
@@ -86,7 +87,9 @@ async def _connect(bootstrap: str) -> KafkaConnection:
     if not host or not port.isdigit():
         raise TopicCommandError(f"invalid --bootstrap-server {bootstrap!r}: expected host:port")
     try:
-        connection = await KafkaConnection.connect(host, int(port), client_id="ktool-topics")
+        connection = await KafkaConnection.connect(
+            host, int(port), client_id="ktool-topics", security=command_config.current()
+        )
         await connection.negotiate_api_versions()
     except ClientError as error:
         raise TopicCommandError(str(error)) from None

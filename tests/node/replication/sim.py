@@ -65,7 +65,12 @@ from trafka.node.replication.follower import (
     PartitionFollowerState,
 )
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, Offset, TopicPartition, ZkVersion
-from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
+from trafka.node.replication.leader import (
+    IsrWrite,
+    IsrWriteOutcome,
+    PartitionLeaderState,
+    acks_all_outcome,
+)
 from trafka.node.replication.truncation import leader_answer
 
 LAG_MS = 10_000
@@ -149,8 +154,15 @@ class SimCluster:
         rng: random.Random | None = None,
         check: bool = True,
         notification_delay: bool = False,
+        unknown_isr_writes: float = 0.0,
     ) -> None:
         self.mode = mode
+        self.unknown_isr_writes = unknown_isr_writes
+        """Probability that an ISR write's outcome is unknown to the leader (a quorum
+        timeout); the tree applies such a write or not, at random."""
+        self.next_isr_write_unknown: bool | None = None
+        """For scenarios: the next ISR write's outcome is unknown to the leader, and the
+        tree applies it (True) or not (False)."""
         self.min_insync_replicas = min_insync_replicas
         self.rng = rng or random.Random(0)
         self.check = check
@@ -363,10 +375,41 @@ class SimCluster:
         """What the replica manager's shell does with an IsrWrite: one multi of the
         conditional state write and the sequential notification (tree_ops.isr_write_ops)."""
         tp = write.tp
+        unknown = self.next_isr_write_unknown
+        self.next_isr_write_unknown = None
+        if (
+            unknown is None
+            and self.unknown_isr_writes
+            and self.rng.random() < (self.unknown_isr_writes)
+        ):
+            unknown = self.rng.random() < 0.5
+        if unknown is not None:
+            applied = unknown and self.tree.multi(isr_write_ops(write))
+            broker.leaders[tp].on_isr_write_result(
+                IsrWriteOutcome.UNKNOWN, ZkVersion(-1), self.now_ms
+            )
+            self.trace.append(
+                f"{broker.broker_id} isr {tp} -> {list(write.isr)} unknown "
+                f"({'applied' if applied else 'lost'})"
+            )
+            if applied and not self.notification_delay:
+                self.deliver_notifications()
+            return
         ok = self.tree.multi(isr_write_ops(write))
         version = ZkVersion(self.tree.version(partition_state_path(tp)) if ok else -1)
         leader = broker.leaders[tp]
         leader.on_isr_write_result(ok, version, self.now_ms)
+        if not ok:
+            # The replica manager's `_resync_partition_state`: adopt the tree's ISR and
+            # version when it still names this leader in this epoch.
+            current = self.tree.partition_state(tp)
+            if (
+                current is not None
+                and current.data.leader == broker.broker_id
+                and current.data.leader_epoch == leader.leader_epoch
+            ):
+                leader.zk_version = ZkVersion(current.version)
+                leader.isr = tuple(BrokerId(b) for b in current.data.isr)
         broker.logs[tp].high_watermark = leader.high_watermark
         self.trace.append(
             f"{broker.broker_id} isr {tp} -> {list(write.isr)} {'ok' if ok else 'conflict'}"

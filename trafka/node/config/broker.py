@@ -32,19 +32,21 @@ server.properties is shown by DescribeConfigs but does not throttle.
 `broker.rack` is advertised in Metadata and places replicas: rack-aware assignment when every
 live broker has one (`trafka.node.replica_assignment`).
 
-Not implemented: SSL/SASL keys (listeners other than PLAINTEXT are rejected), client quotas,
-rack-aware follower fetching (KIP-392), KRaft `controller.listener.names` (the quorum port
-comes from `controller.quorum.voters`).
+Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
+resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
+Not implemented: client quotas, rack-aware follower fetching (KIP-392), KRaft
+`controller.listener.names` (the quorum port comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 
 class ConfigError(ValueError):
@@ -219,6 +221,155 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         None,
         "Rack of this broker, advertised in Metadata; replicas are spread over racks.",
     ),
+    # --- listeners' security (docs/security.md; per listener: listener.name.<name>.<key>) ---
+    _d(
+        "listener.security.protocol.map",
+        _T.LIST,
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener name -> security protocol (NAME:PROTOCOL pairs).",
+    ),
+    _d(
+        "inter.broker.listener.name",
+        _T.STRING,
+        None,
+        "The listener brokers use to talk to each other (controller requests, replica "
+        "fetches, controlled shutdown); only it accepts those APIs.",
+        reason="Unset with one listener: that listener (Kafka requires it to be PLAINTEXT).",
+    ),
+    _d(
+        "security.inter.broker.protocol",
+        _T.STRING,
+        "PLAINTEXT",
+        "Security protocol between brokers; the listener of that name when "
+        "inter.broker.listener.name is unset.",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    ),
+    _d(
+        "sasl.enabled.mechanisms",
+        _T.LIST,
+        ["GSSAPI"],
+        "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",
+    ),
+    _d(
+        "sasl.mechanism.inter.broker.protocol",
+        _T.STRING,
+        "GSSAPI",
+        "The SASL mechanism brokers use on a SASL inter-broker listener.",
+    ),
+    _d(
+        "sasl.jaas.config",
+        _T.STRING,
+        None,
+        "JAAS login config; per listener and mechanism as "
+        'listener.name.<l>.<mechanism>.sasl.jaas.config (PLAIN users: user_<name>="<pw>"; '
+        'the broker\'s own client: username=".." password="..").',
+        sensitive=True,
+    ),
+    _d(
+        "sasl.server.max.receive.size",
+        _T.INT,
+        524288,
+        "Largest SASL token accepted before authentication.",
+        minimum=1,
+    ),
+    _d(
+        "connections.max.reauth.ms",
+        _T.LONG,
+        0,
+        "SASL session lifetime (KIP-368); 0 = no re-authentication required.",
+        minimum=0,
+    ),
+    # --- authorization (docs/security.md, "Authorization"; trafka.security.acl) -----------
+    _d(
+        "authorizer.class.name",
+        _T.STRING,
+        "",
+        "Empty: every principal may do everything. kafka.security.authorizer.AclAuthorizer "
+        "or org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs (from /kafka-acl).",
+    ),
+    _d(
+        "super.users",
+        _T.STRING,
+        None,
+        "Principals allowed everything whatever the ACLs say, separated by ';' "
+        "(User:admin;User:broker).",
+    ),
+    _d(
+        "allow.everyone.if.no.acl.found",
+        _T.BOOLEAN,
+        False,
+        "With an authorizer: a resource with no ACL at all is open to everyone.",
+    ),
+    _d(
+        "ssl.keystore.type",
+        _T.STRING,
+        "PEM",
+        "Only PEM is supported.",
+        choices=("PEM",),
+        reason="Kafka's default is JKS; only PEM is implemented.",
+    ),
+    _d("ssl.keystore.location", _T.STRING, None, "PEM file: certificate chain and private key."),
+    _d("ssl.keystore.password", _T.STRING, None, "Unused for PEM.", sensitive=True),
+    _d(
+        "ssl.keystore.certificate.chain",
+        _T.STRING,
+        None,
+        "PEM certificate chain (inline).",
+        sensitive=False,
+    ),
+    _d("ssl.keystore.key", _T.STRING, None, "PEM private key (inline).", sensitive=True),
+    _d(
+        "ssl.key.password", _T.STRING, None, "Password of an encrypted private key.", sensitive=True
+    ),
+    _d(
+        "ssl.truststore.type",
+        _T.STRING,
+        "PEM",
+        "Only PEM is supported.",
+        choices=("PEM",),
+        reason="Kafka's default is JKS; only PEM is implemented.",
+    ),
+    _d("ssl.truststore.location", _T.STRING, None, "PEM file of trusted CA certificates."),
+    _d("ssl.truststore.password", _T.STRING, None, "Unused for PEM.", sensitive=True),
+    _d("ssl.truststore.certificates", _T.STRING, None, "Trusted CA certificates (inline PEM)."),
+    _d(
+        "ssl.client.auth",
+        _T.STRING,
+        "none",
+        "Client certificates: none, requested, required.",
+        choices=("none", "requested", "required"),
+    ),
+    _d(
+        "ssl.enabled.protocols",
+        _T.LIST,
+        ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted.",
+        choices=("TLSv1.2", "TLSv1.3"),
+    ),
+    _d(
+        "ssl.protocol",
+        _T.STRING,
+        "TLSv1.3",
+        "Accepted for compatibility; see ssl.enabled.protocols.",
+    ),
+    _d(
+        "ssl.cipher.suites",
+        _T.LIST,
+        [],
+        "TLS 1.2 cipher suites (OpenSSL or IANA names); empty = the defaults.",
+    ),
+    _d(
+        "ssl.endpoint.identification.algorithm",
+        _T.STRING,
+        "https",
+        "https: the broker's own client checks the peer's host name; empty: it does not.",
+    ),
+    _d(
+        "ssl.principal.mapping.rules",
+        _T.STRING,
+        "DEFAULT",
+        "Rules mapping a client certificate's subject to a principal name (Kafka's syntax).",
+    ),
     _d(
         "controller.quorum.voters",
         _T.LIST,
@@ -276,8 +427,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "log.segment.bytes",
         _T.INT,
         1024**3,
-        "Maximum size of one segment file.",
-        minimum=14,
+        "Maximum size of one segment file (at least 1 MiB, as in Kafka 4, KIP-1030).",
+        minimum=1024 * 1024,
         dynamic=True,
     ),
     _d("log.roll.ms", _T.LONG, None, "Roll a segment after this time (ms)."),
@@ -344,7 +495,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _d("num.recovery.threads.per.data.dir", _T.INT, 1, "Threads recovering logs at start."),
     # --- topics -------------------------------------------------------------------------------
-    _d("num.partitions", _T.INT, 1, "Partitions of auto-created topics.", minimum=1),
+    _d(
+        "num.partitions",
+        _T.INT,
+        1,
+        "Partitions of auto-created topics.",
+        minimum=1,
+        maximum=4_000,  # trafka.node.topics.MAX_PARTITIONS
+    ),
     _d(
         "default.replication.factor",
         _T.INT,
@@ -444,8 +602,25 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         minimum=0,
         dynamic=True,
     ),
+    _d(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        _T.LONG,
+        _INT64_MAX,
+        "Upper bound (B/s) on disk IO moving replicas between log directories of one broker. "
+        "Stored for Kafka's tools (kafka-reassign-partitions --verify deletes it with the two "
+        "rates above); trafka never moves replicas between log directories, so it limits nothing.",
+        minimum=0,
+        dynamic=True,
+    ),
     # --- groups and offsets -------------------------------------------------------------------
-    _d("offsets.topic.num.partitions", _T.INT, 50, "Partitions of __consumer_offsets.", minimum=1),
+    _d(
+        "offsets.topic.num.partitions",
+        _T.INT,
+        50,
+        "Partitions of __consumer_offsets.",
+        minimum=1,
+        maximum=4_000,  # trafka.node.topics.MAX_PARTITIONS
+    ),
     _d(
         "offsets.topic.replication.factor",
         _T.SHORT,
@@ -487,6 +662,55 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         604800000,
         "Expiry of idle transactional ids.",
     ),
+    # --- transactions (KIP-98) ----------------------------------------------------------------
+    _d(
+        "transaction.state.log.num.partitions",
+        _T.INT,
+        50,
+        "Partitions of __transaction_state.",
+        minimum=1,
+    ),
+    _d(
+        "transaction.state.log.replication.factor",
+        _T.SHORT,
+        3,
+        "Replication factor of __transaction_state (capped by live brokers).",
+        minimum=1,
+    ),
+    _d(
+        "transaction.state.log.min.isr",
+        _T.INT,
+        2,
+        "min.insync.replicas of __transaction_state (capped by its replication factor).",
+        minimum=1,
+    ),
+    _d(
+        "transaction.state.log.segment.bytes",
+        _T.INT,
+        104857600,
+        "Segment size of __transaction_state.",
+    ),
+    _d(
+        "transaction.max.timeout.ms",
+        _T.INT,
+        900000,
+        "Largest transaction timeout a producer may ask for.",
+        minimum=1,
+    ),
+    _d(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        _T.INT,
+        10000,
+        "How often transactions open past their timeout are aborted.",
+        minimum=1,
+    ),
+    _d(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        _T.INT,
+        3600000,
+        "How often expired transactional ids are removed.",
+        minimum=1,
+    ),
     _d(
         "producer.id.expiration.ms",
         _T.INT,
@@ -503,8 +727,36 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _d("socket.send.buffer.bytes", _T.INT, 102400, "SO_SNDBUF; -1 = OS default."),
     _d("socket.receive.buffer.bytes", _T.INT, 102400, "SO_RCVBUF; -1 = OS default."),
-    _d("max.connections", _T.INT, _INT32_MAX, "Connections accepted in total.", minimum=0),
-    _d("max.connections.per.ip", _T.INT, _INT32_MAX, "Connections per client IP.", minimum=0),
+    _d(
+        "max.connections",
+        _T.INT,
+        10_000,
+        "Connections accepted in total; more are closed at once.",
+        minimum=0,
+        reason="Kafka's default is unlimited; a finite one bounds descriptors and memory.",
+    ),
+    _d(
+        "max.connections.per.ip",
+        _T.INT,
+        1_000,
+        "Connections per client IP; more are closed at once.",
+        minimum=0,
+        reason="Kafka's default is unlimited; one client cannot take every connection.",
+    ),
+    _d(
+        "max.connections.per.ip.overrides",
+        _T.STRING,
+        "",
+        "Per-IP limits replacing max.connections.per.ip: 'ip:count,ip:count'.",
+    ),
+    _d(
+        "queued.max.request.bytes",
+        _T.LONG,
+        512 * 1024 * 1024,
+        "Request bytes read but not yet answered, over all connections; reading pauses "
+        "beyond it (-1 = unbounded).",
+        reason="Kafka's default is unbounded (-1).",
+    ),
     _d(
         "connections.max.idle.ms",
         _T.LONG,
@@ -686,18 +938,12 @@ class BrokerConfig:
             raise ConfigError("missing configuration node.id: pass --id N or --set node.id=N")
         names = set()
         for listener in self.listeners:
-            if listener.name != "PLAINTEXT":
-                raise ConfigError(
-                    f"invalid value {listener.uri()!r} for configuration listeners: "
-                    "only PLAINTEXT listeners are implemented"
-                )
             if listener.name in names:
                 raise ConfigError(f"invalid configuration listeners: {listener.name} repeated")
             names.add(listener.name)
         if not self.listeners:
             raise ConfigError("invalid configuration listeners: at least one listener needed")
         self._check_roles()
-        _ = self.advertised_listeners
 
     def _check_roles(self) -> None:
         """Kafka's KafkaConfig rules for `process.roles` against `controller.quorum.voters`
@@ -901,11 +1147,40 @@ class BrokerConfig:
         return definition.render(self.get(key)), self.source(key), False
 
 
+_LISTENER_PREFIX: Final = "listener.name."
+_SASL_MECHANISM_PREFIXES: Final = ("plain.", "scram-sha-256.", "scram-sha-512.", "gssapi.")
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (LISTENER, key), the mechanism prefix of
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config`` kept in the key; None otherwise."""
+    if not key.startswith(_LISTENER_PREFIX):
+        return None
+    listener, sep, inner = key[len(_LISTENER_PREFIX) :].partition(".")
+    if not sep or not listener or not inner:
+        return None
+    return listener.upper(), inner
+
+
 def _definition(key: str) -> ConfigDef:
     try:
         return BROKER_CONFIG_BY_NAME[key]
     except KeyError:
-        raise ConfigError(f"unknown configuration {key!r}") from None
+        pass
+    scoped = listener_key(key)
+    if scoped is not None:
+        inner = scoped[1]
+        for prefix in _SASL_MECHANISM_PREFIXES:
+            if inner.startswith(prefix) and inner[len(prefix) :] in BROKER_CONFIG_BY_NAME:
+                inner = inner[len(prefix) :]
+                break
+        base = BROKER_CONFIG_BY_NAME.get(inner)
+        if base is not None and (inner.startswith(("ssl.", "sasl.")) or inner in _PER_LISTENER):
+            return dataclasses.replace(base, name=key, dynamic=False)
+    raise ConfigError(f"unknown configuration {key!r}") from None
+
+
+_PER_LISTENER: Final = frozenset({"connections.max.reauth.ms"})
 
 
 def definition(key: str) -> ConfigDef:

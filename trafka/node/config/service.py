@@ -121,6 +121,12 @@ async def _read_broker_entity(store: MetadataStore, entity: str) -> dict[str, An
 ConfigTransform = Callable[[dict[str, str | None]], Mapping[str, str | None]]
 
 
+TOPIC_SEGMENT_BYTES_MIN = 1024 * 1024
+"""`segment.bytes` minimum of Kafka 4 (KIP-1030; `segment.ms` keeps its minimum of 1 ms
+until Kafka 5). Enforced on topic configs and `log.segment.bytes`; the log layer itself
+accepts smaller segments (its tests use them)."""
+
+
 class ConfigService:
     """The effective broker config and the config APIs (see the module docstring)."""
 
@@ -175,9 +181,16 @@ class ConfigService:
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> None:
         try:
-            effective_log_config(self.config, configs)
+            log_config = effective_log_config(self.config, configs)
         except (ValueError, KeyError) as error:
             raise TopicError(ErrorCode.invalid_config, str(error) or "Invalid config") from None
+        if log_config.segment_bytes < TOPIC_SEGMENT_BYTES_MIN:
+            # Kafka 4 (KIP-1030): smaller segments roll a file per produce.
+            raise TopicError(
+                ErrorCode.invalid_config,
+                f"Invalid value {log_config.segment_bytes} for configuration segment.bytes: "
+                f"Value must be at least {TOPIC_SEGMENT_BYTES_MIN}",
+            )
 
     # ---- DescribeConfigs ----------------------------------------------------------------------
     def describe_topic_configs(

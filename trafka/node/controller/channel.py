@@ -21,6 +21,7 @@ from trafka.node.controller.events import ControllerEvent, StopReplicaResponse
 from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.controller.wire import encode_request, endpoint_of
 from trafka.node.replication.ids import TopicPartition
+from trafka.node.security.inter_broker import InterBrokerClient
 
 log = logging.getLogger("trafka.node.controller")
 
@@ -48,9 +49,15 @@ class BrokerChannel:
     """One broker's queue and sender task (ControllerChannelManager, CTL-11)."""
 
     def __init__(
-        self, node_id: int, info: BrokerInfo, submit: Callable[[ControllerEvent], None]
+        self,
+        node_id: int,
+        info: BrokerInfo,
+        submit: Callable[[ControllerEvent], None],
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.node_id = node_id
+        #: The inter-broker listener's name and security (issue 12 item 2, issue 14).
+        self.inter_broker = inter_broker or InterBrokerClient()
         self.info = info
         self._submit = submit
         self.send_channel, self.receive_channel = trio.open_memory_channel[BrokerRequest](
@@ -72,12 +79,12 @@ class BrokerChannel:
             try:
                 async for request in self.receive_channel:
                     while True:
-                        endpoint = endpoint_of(self.info)
+                        endpoint = endpoint_of(self.info, self.inter_broker.listener_name)
                         if endpoint is None:
                             break
                         try:
                             if connection is None or connection.closed:
-                                connection = await KafkaConnection.connect(
+                                connection = await self.inter_broker.connect(
                                     endpoint[0],
                                     endpoint[1],
                                     client_id=f"controller-{self.node_id}",

@@ -10,13 +10,22 @@ from __future__ import annotations
 import logging
 
 from trafka.metadata_quorum import znodes
-from trafka.metadata_quorum.tree import SetDataResult, ZooKeeperError
+from trafka.metadata_quorum.tree import (
+    ConnectionLossError,
+    OperationTimeoutError,
+    SetDataResult,
+    ZooKeeperError,
+)
 from trafka.node.controller import tree_ops
 from trafka.node.controller.tree_reads import ClientTreeView, read_partition_state
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import BrokerId, TopicPartition, ZkVersion
 from trafka.node.replication.leader import IsrWrite
-from trafka.node.replication.replica_manager import IsrWriteFailed, TreePartitionState
+from trafka.node.replication.replica_manager import (
+    IsrWriteFailed,
+    IsrWriteOutcomeUnknown,
+    TreePartitionState,
+)
 
 log = logging.getLogger("trafka.node.replication.replica_manager")
 
@@ -35,6 +44,8 @@ class TreeIsrWrites:
         try:
             ops = tree_ops.to_multi_ops(tree_ops.isr_write_ops(write), ClientTreeView(self._store))
             results = await self._store.multi(list(ops))
+        except (OperationTimeoutError, ConnectionLossError) as error:
+            raise IsrWriteOutcomeUnknown(str(error) or type(error).__name__) from error
         except (ZooKeeperError, tree_ops.MultiTooLarge) as error:
             raise IsrWriteFailed(str(error) or type(error).__name__) from error
         first = results[0]

@@ -72,6 +72,8 @@ class BrokerInfo:
     broker_epoch: int
     rack: str | None = None
     endpoints: tuple[str, ...] = ()
+    security_protocols: tuple[str, ...] = ()
+    """The security protocol of each endpoint, in the same order."""
 
     @classmethod
     def from_registration(
@@ -83,6 +85,7 @@ class BrokerInfo:
             broker_epoch=broker_epoch,
             rack=registration.rack,
             endpoints=tuple(e.connection_string() for e in registration.endpoints),
+            security_protocols=tuple(e.security_protocol for e in registration.endpoints),
         )
 
 

@@ -47,6 +47,7 @@ runs again).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -81,6 +82,7 @@ from trafka.node.controller.watch_routes import PendingChanges
 from trafka.node.controller.watcher import TreeWatcher
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import BrokerId
+from trafka.node.security.inter_broker import InterBrokerClient
 
 log = logging.getLogger("trafka.node.controller")
 
@@ -123,15 +125,20 @@ class ControllerService:
         store: MetadataStore,
         config: ControllerConfig,
         clock: Clock = SYSTEM_CLOCK,
-        channel_factory: ChannelFactory = BrokerChannel,
+        channel_factory: ChannelFactory | None = None,
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.node_id = node_id
+        #: How to reach brokers: the inter-broker listener and its security (issue 12, 14).
+        self.inter_broker = inter_broker or InterBrokerClient()
         self.store = store
         self._clock = clock
         self.config = config
         self.controller: Controller | None = None
         self.channels: dict[BrokerId, ControllerChannel] = {}
-        self._channel_factory = channel_factory
+        self._channel_factory: ChannelFactory = channel_factory or functools.partial(
+            BrokerChannel, inter_broker=self.inter_broker
+        )
         self.watcher = TreeWatcher(store)
         self._pending = PendingChanges()
         self._routed = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.types import BrokerId as KioBrokerId
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i16, i32, i64
 
 from trafka.net.messages import leader_and_isr as lai
 from trafka.net.messages import stop_replica as sr
@@ -21,14 +21,28 @@ from trafka.node.controller.payloads import BrokerInfo
 from trafka.node.replication.ids import BrokerId
 
 
-def endpoint_of(info: BrokerInfo) -> tuple[str, int] | None:
-    """host, port of a broker's first endpoint that parses (None: none does)."""
-    for text in info.endpoints:
-        _, _, rest = text.partition("://")
+def endpoint_of(info: BrokerInfo, listener_name: str | None = None) -> tuple[str, int] | None:
+    """host, port of a broker's endpoint on `listener_name` (the inter-broker listener);
+    None: its first endpoint that parses."""
+    for name, host, port, _ in endpoints_of(info):
+        if listener_name is None or name == listener_name:
+            return host, port
+    return None
+
+
+def endpoints_of(info: BrokerInfo) -> list[tuple[str, str, int, str]]:
+    """(listener name, host, port, security protocol) of each endpoint that parses."""
+    result = []
+    protocols = list(info.security_protocols) + ["PLAINTEXT"] * len(info.endpoints)
+    for text, protocol in zip(info.endpoints, protocols, strict=False):
+        name, _, rest = text.partition("://")
         host, _, port = rest.rpartition(":")
         if host and port.isdigit():
-            return host.strip("[]"), int(port)
-    return None
+            result.append((name, host.strip("[]"), int(port), protocol))
+    return result
+
+
+_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 def _b(broker_id: int) -> Any:
@@ -93,16 +107,20 @@ def encode_request(request: Any) -> Any:
             )
         brokers = []
         for info in request.live_brokers:
-            endpoint = endpoint_of(info)
-            if endpoint is None:
+            endpoints = endpoints_of(info)
+            if not endpoints:
                 continue
             brokers.append(
                 um.UpdateMetadataBrokerV6(
                     id=_b(info.broker_id),
-                    endpoints=(
+                    endpoints=tuple(
                         um.UpdateMetadataEndpointV6(
-                            port=i32(endpoint[1]), host=endpoint[0], listener="PLAINTEXT"
-                        ),
+                            port=i32(port),
+                            host=host,
+                            listener=name,
+                            security_protocol=i16(_SECURITY_PROTOCOL_IDS.get(protocol, 0)),
+                        )
+                        for name, host, port, protocol in endpoints
                     ),
                     rack=info.rack,
                 )

@@ -16,6 +16,9 @@ DescribeConfigs), not from a possibly stale cache.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
 
 Not implemented: BROKER_LOGGER.
+
+Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker,
+on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.describe_configs import refresh_topic_from_tree
+from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 
 def _replace_all(
@@ -44,12 +48,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         configs = {str(c.name): c.value for c in resource.configs}
-        error_code, message = await ctx.services.configs.alter_configs(
+        refused = config_refusal(
+            ctx,
+            AclOperation.ALTER_CONFIGS,
             int(resource.resource_type),
             str(resource.resource_name),
-            functools.partial(_replace_all, configs),
-            validate_only=bool(request.validate_only),
         )
+        if refused is not None:
+            error_code: int = int(refused[0])
+            message: str | None = refused[1]
+        else:
+            error_code, message = await ctx.services.configs.alter_configs(
+                int(resource.resource_type),
+                str(resource.resource_name),
+                functools.partial(_replace_all, configs),
+                validate_only=bool(request.validate_only),
+            )
         responses.append(
             {
                 "error_code": error_code,

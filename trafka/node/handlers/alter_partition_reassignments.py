@@ -16,6 +16,8 @@ the topics' `leader/follower.replication.throttled.replicas` and the brokers'
 `leader/follower.replication.throttled.rate` with IncrementalAlterConfigs before it starts
 the reassignment (`ktool reassign execute --throttle`, `trafka.node.replication.throttle`,
 docs/cluster.md), and removes them when it completes (`ktool reassign verify`).
+
+Authorization: ALTER on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.replication.ids import TopicPartition
+from trafka.security.authorizer import AclOperation
 
 
 def _moving(store: MetadataStore, tp: TopicPartition) -> bool:
@@ -55,6 +58,16 @@ def _moving(store: MetadataStore, tp: TopicPartition) -> bool:
     max_version=1,
 )
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.ALTER):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "error_message": None,
+                "responses": [],
+            },
+        )
     services = ctx.services
     service = services.controller
     results: dict[tuple[str, int], tuple[int, str | None]] = {}

@@ -9,6 +9,8 @@ INVALID_REQUEST (a topic named twice), INVALID_REPLICATION_FACTOR (more replicas
 brokers).
 
 Not implemented: create-partition policies.
+
+Authorization: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED for it), as Kafka.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.CREATE_PARTITIONS, name="CreatePartitions", min_version=0, max_version=3)
@@ -36,6 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[name] > 1:
                 raise TopicError(ErrorCode.invalid_request, "Duplicate topic in request.")
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, name):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             assignments = (
                 [[int(b) for b in a.broker_ids] for a in topic.assignments]
                 if topic.assignments

@@ -12,7 +12,9 @@ INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR (more than the live brokers),
 INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG (trafka.log.config rules). A topic named twice in
 one request: INVALID_REQUEST for it. `validate_only` runs every check and writes nothing.
 
-Not implemented: create-topic policies (POLICY_VIOLATION never happens), ACLs.
+Authorization: CREATE on the CLUSTER or on the topic (else TOPIC_AUTHORIZATION_FAILED), as
+Kafka. Not implemented: create-topic policies (POLICY_VIOLATION never happens); KIP-430's
+DESCRIBE_CONFIGS check on the returned configs.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.CREATE_TOPICS, name="CreateTopics", min_version=2, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
+    cluster_create = ctx.authorize(AclOperation.CREATE)
     results = []
     for topic in request.topics:
         name = str(topic.name)
@@ -51,6 +55,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     f"Create topics request from client contains "
                     f"multiple entries for the following topics: {name}",
                 )
+            if not cluster_create and not ctx.authorize(
+                AclOperation.CREATE, ResourceType.TOPIC, name
+            ):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             configs = {str(c.name): c.value for c in topic.configs}
             if any(v is None for v in configs.values()):
                 raise TopicError(

@@ -9,6 +9,8 @@ when a topic is named twice.
 
 Not implemented: the seeds' asynchronous deletion states (CTL deletion flow, issue 5): on
 one node the topic is removed from the tree and its logs deleted before the answer.
+
+Authorization: DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED for it), as Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
+from trafka.security.authorizer import AclOperation, ResourceType
 
 _ZERO = uuid.UUID(int=0)
 
@@ -58,6 +61,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise TopicError(ErrorCode.invalid_request, "Neither topic name nor id given")
             if counts[name] > 1:
                 raise TopicError(ErrorCode.invalid_request, "Duplicate topic in request.")
+            if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             state = services.topics.get(name)
             if state is None:
                 raise TopicError(

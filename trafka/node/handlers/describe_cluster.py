@@ -4,7 +4,8 @@
 * v1: endpoint_type (1 = brokers, 2 = controllers, KIP-919); we list brokers for 1 and
   answer UNSUPPORTED_ENDPOINT_TYPE for anything else.
 
-Not implemented: authorized operations (always -2147483648, "unknown").
+KIP-430: with include_cluster_authorized_operations the bit set of what the sender may do
+on the CLUSTER (else -2147483648).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.acl import AUTHORIZED_OPERATIONS_UNKNOWN
+from trafka.security.authorizer import ResourceType
 
 BROKERS_ENDPOINT = 1
 
@@ -37,10 +40,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "controller_id": services.metadata.controller_id(),
             "brokers": [
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in services.metadata.live_brokers()
+                for b in services.metadata.live_brokers(ctx.listener_name)
             ]
             if error == 0
             else [],
-            "cluster_authorized_operations": -(2**31),
+            "cluster_authorized_operations": ctx.authorized_operations(ResourceType.CLUSTER)
+            if request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_UNKNOWN,
         },
     )

@@ -21,6 +21,9 @@ reaches this broker's caches anyway through the config change notifications
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker id).
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
+
+Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
+broker, on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka (`config_refusal`).
 """
 
 from __future__ import annotations
@@ -33,9 +36,25 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+
+
+def config_refusal(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's check of a config resource: `operation` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on
+    the topic (TOPIC_AUTHORIZATION_FAILED) or, for brokers, on the CLUSTER
+    (CLUSTER_AUTHORIZATION_FAILED); None when allowed."""
+    if resource_type == TOPIC_RESOURCE:
+        if ctx.authorize(operation, ResourceType.TOPIC, name):
+            return None
+        return ErrorCode.topic_authorization_failed, f"Authorization failed for topic {name}"
+    if ctx.authorize(operation):
+        return None
+    return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
 
 
 async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int, str]]) -> None:
@@ -72,6 +91,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "resource_name": name,
             "configs": [],
         }
+        refused = config_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, resource_type, name)
+        if refused is not None:
+            result["error_code"], result["error_message"] = int(refused[0]), refused[1]
+            results.append(result)
+            continue
         if resource_type == TOPIC_RESOURCE:
             if services.topics.get(name) is None:
                 result["error_code"] = int(ErrorCode.unknown_topic_or_partition)

@@ -7,6 +7,9 @@ A null topic list describes every partition. Sizes come from the logs' segment f
 offset_lag is 0 (no future replicas). `is_future_key` is always false.
 
 Not implemented: intra-broker replica movement (AlterReplicaLogDirs), so no future logs.
+
+Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED and no results;
+before v3, which has no top-level error, just no results), as Kafka.
 """
 
 from __future__ import annotations
@@ -14,14 +17,26 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 
 @register(api_key=ApiKey.DESCRIBE_LOG_DIRS, name="DescribeLogDirs", min_version=1, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "results": [],
+            },
+        )
     services = ctx.services
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:

@@ -10,6 +10,8 @@ Any node answers, as the quorum status it sees locally. A request for another to
 partition gets UNKNOWN_TOPIC_OR_PARTITION for it.
 
 Not implemented: v2 (KIP-853 directory ids and node endpoints).
+
+Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -23,10 +25,16 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 
 @register(api_key=ApiKey.DESCRIBE_QUORUM, name="DescribeQuorum", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return build(
+            response_class(request),
+            {"error_code": int(ErrorCode.cluster_authorization_failed), "topics": []},
+        )
     ours = describe_quorum_topics(ctx.services.store.status())
     topics: list[dict[str, Any]] = []
     for topic in request.topics:

@@ -12,8 +12,10 @@ page); with `sync` a quorum barrier is committed first (a linearizable read, as 
 `sync` + read), bounded by `SYNC_TIMEOUT_S` (then REQUEST_TIMED_OUT). Paths are the
 replicated tree's own paths (`zookeeper.chroot` is not applied), as `--data-dir` reads them.
 
-Read-only: no watches are set. NOT implemented: ACLs (anyone who reaches the listener may
-read the tree, as anyone may read Metadata), chroot-relative paths.
+Read-only: no watches are set. Authorization: DESCRIBE on the CLUSTER (else
+CLUSTER_AUTHORIZATION_FAILED). Credentials are never answered: the data of every node under
+``/config/users`` (SCRAM salts, stored keys, server keys) is left out (`CREDENTIAL_PATHS`),
+whoever asks. NOT implemented: chroot-relative paths.
 """
 
 from __future__ import annotations
@@ -47,8 +49,17 @@ from trafka.net.messages.describe_znodes import (
 )
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 SYNC_TIMEOUT_S: Final = 10.0
+CREDENTIAL_PATHS: Final = ("/config/users",)
+"""Subtrees whose data holds credentials: never sent."""
+
+
+def holds_credentials(path: str) -> bool:
+    return any(path.startswith(root + "/") for root in CREDENTIAL_PATHS)
+
+
 _ENTRY_OVERHEAD_BYTES: Final = 80  # fixed fields of one entry on the wire
 
 
@@ -111,7 +122,7 @@ def _entry(tree: ZNodeTree, path: str, request: DescribeZNodesRequestV0) -> ZNod
     return ZNodeEntryV0(
         path=path,
         error_code=0,  # type: ignore[arg-type]
-        data=data if request.include_data else None,
+        data=data if request.include_data and not holds_credentials(path) else None,
         children=children,
         **fields,
     )
@@ -197,6 +208,8 @@ def describe(tree: ZNodeTree, request: DescribeZNodesRequestV0) -> DescribeZNode
     advertised=False,
 )
 async def handle(ctx: RequestContext, request: DescribeZNodesRequestV0) -> DescribeZNodesResponseV0:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return _error(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     store = ctx.services.store
     if not 1 <= len(request.paths) <= MAX_PATHS_PER_REQUEST:
         return _error(

@@ -13,6 +13,8 @@ UNKNOWN_TOPIC_OR_PARTITION).
 
 Not implemented: waiting for the new leaders' LeaderAndIsr to be acknowledged (the answer is
 sent once the election is committed to the tree).
+
+Authorization: ALTER on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from trafka.node.controller.selectors import ElectionFailure
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.ids import TopicPartition
+from trafka.security.authorizer import AclOperation
 
 UNCLEAN = 1
 
@@ -52,6 +55,14 @@ def _answer(request: Any, error: int, results: dict[TopicPartition, tuple[int, s
 
 @register(api_key=ApiKey.ELECT_LEADERS, name="ElectLeaders", min_version=0, max_version=2)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.ALTER):
+        code = int(ErrorCode.cluster_authorization_failed)
+        named = [
+            TopicPartition(str(t.topic), int(p))
+            for t in request.topic_partitions or ()
+            for p in t.partitions
+        ]
+        return _answer(request, code, {tp: (code, None) for tp in named})
     services = ctx.services
     if request.topic_partitions is None:
         wanted = [

@@ -11,7 +11,9 @@ wakes it (the replica manager's append event) or `max_wait_ms` expires, then rea
 `max_bytes` bounds the response and `partition_max_bytes` each partition; the first batch
 of the first non-empty partition is returned even when larger (KIP-74), so a consumer never
 gets stuck. READ_COMMITTED reads stop at the last stable offset (= high watermark without
-transactions). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+transactions) and carry the aborted transactions overlapping the records (from the
+segments' `.txnindex`), so the consumer skips their batches. Errors per partition:
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the log end),
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320).
 
@@ -32,6 +34,10 @@ is exceeded (the replica manager decides per partition; such partitions do not c
 `min_bytes`, as in Kafka's DelayedFetch); the bytes finally sent for listed partitions are
 recorded against the leader quota once per response.
 
+Authorization (Kafka's table): a consumer needs READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions, no data); a follower was admitted with
+CLUSTER_ACTION by the node's dispatch (`trafka.node.security.inter_broker`).
+
 Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
 advertised), preferred read replicas.
 """
@@ -50,6 +56,7 @@ from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import ReadResult
+from trafka.security.authorizer import AclOperation, ResourceType
 
 FINAL_EPOCH = -1
 MAX_WAIT_CAP_MS = 60_000
@@ -92,10 +99,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     ]
+    readable = None
+    if replica_id < 0:
+        readable = ctx.authorized_names(
+            AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted)
+        )
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         waiter = services.replicas.append_waiter()
-        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id)
+        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id, readable)
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
         ctx.turn.release()
@@ -124,7 +136,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     high_watermark=result.high_watermark,
                     last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
-                    aborted_transactions=() if isolation_level == 1 else None,
+                    aborted_transactions=(
+                        tuple(
+                            fetch_encoding.AbortedTransaction(producer_id, first_offset)
+                            for producer_id, first_offset in result.aborted_transactions
+                        )
+                        if isolation_level == 1
+                        else None
+                    ),
                     records=result.records,
                 )
             )
@@ -155,12 +174,16 @@ def _read_all(
     max_bytes: int,
     isolation_level: int,
     replica_id: int = -1,
+    readable: set[str] | None = None,
 ) -> list[ReadResult]:
     replica_manager = ctx.services.replicas
     remaining = max_bytes
     results = []
     first_data = True
     for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
+        if readable is not None and topic not in readable:
+            results.append(ReadResult(int(ErrorCode.topic_authorization_failed)))
+            continue
         limit = max(0, min(partition_max_bytes, remaining))
         result = replica_manager.read(
             topic,

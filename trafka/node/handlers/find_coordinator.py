@@ -8,11 +8,13 @@ The coordinator of a group is the leader of partition
 `Utils.abs(groupId.hashCode) % partitions` of `__consumer_offsets`, which the first
 FindCoordinator creates (`trafka.node.group_service`).
 
-Not implemented: transactions. key_type 1 is answered with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId answers transactional ids: it is
-not retriable, so a transactional client fails at once instead of retrying
-COORDINATOR_NOT_AVAILABLE until its timeout (Kafka sends the same code when the
-principal may not use the transactional id). Other key types get INVALID_REQUEST.
+key_type 1 (a transactional id) answers the leader of partition
+`Utils.abs(transactionalId.hashCode) % partitions` of `__transaction_state`, which the first
+such FindCoordinator creates (`trafka.node.txn_service`). Other key types (KIP-932 share
+groups) get INVALID_REQUEST.
+
+Authorization: DESCRIBE on the GROUP (GROUP_AUTHORIZATION_FAILED) or on the
+TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -25,18 +27,30 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 _GROUP = 0
 _TRANSACTION = 1
 
 
 async def _answer(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    if key_type == _GROUP:
+    if key_type == _GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        error, info = ErrorCode.group_authorization_failed, None
+    elif key_type == _TRANSACTION and not ctx.authorize(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        error, info = ErrorCode.transactional_id_authorization_failed, None
+    elif key_type == _GROUP:
         error, info = await ctx.services.groups.find_coordinator(key)
     elif key_type == _TRANSACTION:
-        error, info = ErrorCode.transactional_id_authorization_failed, None
+        error, info = await ctx.services.transactions.find_coordinator(key)
     else:
         error, info = ErrorCode.invalid_request, None
+    if info is not None:
+        # The coordinator's endpoint on the listener the client came in on (Kafka).
+        info = info.on_listener(ctx.listener_name) if ctx.listener_name else info
+        if info is None:
+            error = ErrorCode.coordinator_not_available
     if info is None or error != ErrorCode.none:
         return {
             "key": key,

@@ -5,21 +5,31 @@
 
 Errors (GRP-18): REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 FENCED_INSTANCE_ID, NOT_COORDINATOR (look the coordinator up again).
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.group.messages import HeartbeatRequest
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.HEARTBEAT, name="Heartbeat", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
+        return build(
+            response_class(request),
+            {"throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)},
+        )
     error = await ctx.services.groups.heartbeat(
         HeartbeatRequest(
             group_id=str(request.group_id),

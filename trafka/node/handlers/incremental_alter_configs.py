@@ -10,6 +10,9 @@ dynamic broker keys (per broker, or the cluster default with the name ""), takin
 every broker as soon as it applies the notification, without a restart.
 
 Not implemented: BROKER_LOGGER resources.
+
+Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker,
+on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from kio.schema.errors import ErrorCode
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
-from trafka.node.handlers.describe_configs import refresh_topic_from_tree
+from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
+from trafka.security.authorizer import AclOperation
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_KEYS = frozenset(
@@ -84,12 +88,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     for resource in request.resources:
         changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
-        error_code, message = await ctx.services.configs.alter_configs(
+        refused = config_refusal(
+            ctx,
+            AclOperation.ALTER_CONFIGS,
             int(resource.resource_type),
             str(resource.resource_name),
-            functools.partial(_apply_changes, changes),
-            validate_only=bool(request.validate_only),
         )
+        if refused is not None:
+            error_code: int = int(refused[0])
+            message: str | None = refused[1]
+        else:
+            error_code, message = await ctx.services.configs.alter_configs(
+                int(resource.resource_type),
+                str(resource.resource_name),
+                functools.partial(_apply_changes, changes),
+                validate_only=bool(request.validate_only),
+            )
         responses.append(
             {
                 "error_code": error_code,

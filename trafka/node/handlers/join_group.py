@@ -11,17 +11,22 @@
 The coordinator logic is `trafka.group.coordinator`; this module only translates.
 Not implemented: v8 `reason` (KIP-800) and v9 `skip_assignment` (KIP-814) are not
 advertised (the coordinator supports skip_assignment for a later version bump).
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.group.messages import JoinGroupRequest, Protocol
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -31,6 +36,16 @@ def client_host(ctx: RequestContext) -> str:
 
 @register(api_key=ApiKey.JOIN_GROUP, name="JoinGroup", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.group_authorization_failed),
+                "generation_id": -1,
+                "member_id": str(request.member_id),
+            },
+        )
     session_timeout_ms = ms(request.session_timeout)
     rebalance_timeout_ms = (
         ms(request.rebalance_timeout) if has_field(request, "rebalance_timeout") else -1

@@ -7,6 +7,8 @@
 
 For v0-2 the one member's error is the top-level error (Kafka's behaviour).
 Not implemented: v5 `reason` (KIP-800) is not advertised.
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -20,10 +22,16 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.LEAVE_GROUP, name="LeaveGroup", min_version=0, max_version=4)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
+        return build(
+            response_class(request),
+            {"throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)},
+        )
     batched = has_field(request, "members")
     if batched:
         leaving = tuple(

@@ -5,6 +5,9 @@
 
 Unknown state names in the filter match nothing. Not implemented: v5 `types_filter`
 (KIP-848; every group here is a "classic" group).
+
+Authorization: DESCRIBE on the CLUSTER lists every group; otherwise only the groups with
+DESCRIBE on the GROUP (Kafka).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.LIST_GROUPS, name="ListGroups", min_version=0, max_version=4)
@@ -25,6 +29,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if names:
         states = frozenset(state for state in map(parse_state_filter, names) if state is not None)
     error, listings = await ctx.services.groups.list_groups(states)
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        visible = ctx.authorized_names(
+            AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listings)
+        )
+        listings = tuple(g for g in listings if g.group_id in visible)
     return build(
         response_class(request),
         {

@@ -13,26 +13,46 @@ otherwise the first offset whose timestamp is >= the asked one, or offset -1 whe
 FENCED_LEADER_EPOCH.
 
 Not implemented: -4 earliest-local and -5 latest-tiered (v8+, tiered storage).
+
+Authorization: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.LIST_OFFSETS, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))
-    topics = []
+    topics: list[dict[str, Any]] = []
+    described = ctx.authorized_names(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, (str(t.name) for t in request.topics)
+    )
     for topic in request.topics:
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         for p in topic.partitions:
+            if str(topic.name) not in described:
+                refused = int(ErrorCode.topic_authorization_failed)
+                partitions.append(
+                    {
+                        "partition_index": int(p.partition_index),
+                        "error_code": refused,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "leader_epoch": -1,
+                    }
+                )
+                continue
             result = replica_manager.list_offset(
                 str(topic.name),
                 int(p.partition_index),

@@ -7,17 +7,22 @@ yet: then `replicas` is the current AR and `adding`/`removing` the difference to
 Served by any node (the tree is the same everywhere).
 
 Not implemented: NOT_CONTROLLER forwarding semantics (every node answers).
+
+Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.controller.tree_reads import read_reassignment, read_topics
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 
 
 @register(
@@ -27,6 +32,16 @@ from trafka.node.handlers.registry import register
     max_version=0,
 )
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DESCRIBE):
+        return build(
+            response_class(request),
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "error_message": None,
+                "topics": [],
+            },
+        )
     store = ctx.services.store
     topics = read_topics(store)
     ongoing: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}

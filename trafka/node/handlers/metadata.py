@@ -3,8 +3,8 @@
 * v0: all topics when the list is empty. v1: null list = all topics, empty = none;
   controller_id, rack, is_internal. v2: cluster_id. v3: throttle_time_ms.
 * v4: allow_auto_topic_creation (older versions always allow it, as Kafka does).
-* v5: offline_replicas. v7: leader_epoch (KIP-320). v8: authorized operations (KIP-430;
-  we answer -2147483648 = "not requested"/unknown). v9: flexible. v10: topic ids (KIP-516).
+* v5: offline_replicas. v7: leader_epoch (KIP-320). v8: authorized operations (KIP-430:
+  the bit set when asked for, else -2147483648). v9: flexible. v10: topic ids (KIP-516).
   v11: cluster authorized operations removed.
 
 Auto-creation (SEEDS PROTO-23): an unknown topic is created with `num.partitions` and
@@ -13,7 +13,14 @@ true; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gives INVALID_TOPIC_
 Internal topics are never auto-created here (the group coordinator creates
 `__consumer_offsets`).
 
-Not implemented: ACL-based authorized operations (always "unknown").
+Authorization (Kafka's table): a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (by name or id);
+auto-creation needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
+
+Many topics (issue 12, item 4): a large request is decoded in slices by the net layer
+(`trafka.net.large_requests`), the topic loop yields every few thousand topics, and an
+answer of more than a few thousand topics is built and encoded in slices, so a
+200,000-topic request does not hold the event loop.
 """
 
 from __future__ import annotations
@@ -21,15 +28,20 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
+from trafka.net import large_requests
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
+from trafka.net.server import EncodedResponse
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.topics import INTERNAL_TOPICS, TopicError, TopicState
+from trafka.security.acl import AUTHORIZED_OPERATIONS_UNKNOWN
+from trafka.security.authorizer import AclOperation, ResourceType
 
-AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+TOPIC = ResourceType.TOPIC
 
 
 def topic_metadata(ctx: RequestContext, topic: TopicState) -> dict[str, Any]:
@@ -79,23 +91,43 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     allow_auto_create = bool(getattr(request, "allow_auto_topic_creation", True))
     answer: list[Any] = []
     if requested is None or (version == 0 and not requested):
-        answer = [topic_metadata(ctx, t) for _, t in sorted(topics_manager.topics.items())]
+        everything = sorted(topics_manager.topics.items())
+        visible = ctx.authorized_names(AclOperation.DESCRIBE, TOPIC, (n for n, _ in everything))
+        answer = [topic_metadata(ctx, t) for n, t in everything if n in visible]
     else:
-        for wanted in requested:
+        for index, wanted in enumerate(requested):
+            if index and index % large_requests.ELEMENTS_PER_SLICE == 0:
+                await trio.sleep(0)  # a huge topic list must not hold the event loop
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
+            # A response topic name is nullable from v12 only (found by the fuzzer: a null
+            # name in a v10/v11 answer failed to encode and closed the connection).
+            no_name = None if version >= 12 else ""
             if name is None and topic_id is not None and topic_id.int != 0:
                 by_id = topics_manager.by_id(topic_id)
                 if by_id is None:
-                    answer.append(_error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                    answer.append(_error_topic(no_name, ErrorCode.unknown_topic_id, topic_id))
+                elif not ctx.authorize(AclOperation.DESCRIBE, TOPIC, by_id.name):
+                    answer.append(
+                        _error_topic(no_name, ErrorCode.topic_authorization_failed, topic_id)
+                    )
                 else:
                     answer.append(topic_metadata(ctx, by_id))
                 continue
             if name is None:
-                answer.append(_error_topic(None, ErrorCode.invalid_request))
+                answer.append(_error_topic(no_name, ErrorCode.invalid_request))
+                continue
+            if not ctx.authorize(AclOperation.DESCRIBE, TOPIC, name):
+                answer.append(_error_topic(name, ErrorCode.topic_authorization_failed))
                 continue
             state = topics_manager.get(name)
             if state is None and allow_auto_create and name not in INTERNAL_TOPICS:
+                if not (
+                    ctx.authorize(AclOperation.CREATE)
+                    or ctx.authorize(AclOperation.CREATE, TOPIC, name)
+                ):
+                    answer.append(_error_topic(name, ErrorCode.topic_authorization_failed))
+                    continue
                 try:
                     state = await services.topic_admin.auto_create_topic(name)
                 except TopicError as error:
@@ -105,17 +137,38 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 answer.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))
             else:
                 answer.append(topic_metadata(ctx, state))
-    return build(
-        response_class(request),
-        {
-            "throttle_time": 0,
-            "brokers": [
-                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in services.metadata.live_brokers()
-            ],
-            "cluster_id": services.cluster_id,
-            "controller_id": services.metadata.controller_id(),
-            "topics": answer,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN,
-        },
+    if getattr(request, "include_topic_authorized_operations", False):
+        for topic in answer:
+            if topic["error_code"] == 0 and topic["name"] is not None:
+                topic["topic_authorized_operations"] = ctx.authorized_operations(
+                    TOPIC, topic["name"]
+                )
+    cluster_operations = AUTHORIZED_OPERATIONS_UNKNOWN
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER)
+    cls = response_class(request)
+    data = {
+        "throttle_time": 0,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in services.metadata.live_brokers(ctx.listener_name)
+        ],
+        "cluster_id": services.cluster_id,
+        "controller_id": services.metadata.controller_id(),
+        "topics": answer,
+        "cluster_authorized_operations": cluster_operations,
+    }
+    if len(answer) <= large_requests.ELEMENTS_PER_SLICE:
+        return build(cls, data)
+    # Many topics: built and encoded in slices, yielding to the event loop between them.
+    topic_cls = large_requests.element_class(cls, "topics")
+    chunks = await large_requests.encode_in_slices(
+        build(cls, {**data, "topics": []}),
+        "topics",
+        lambda topic: build(topic_cls, topic),
+        answer,
     )
+    while answer:  # freed in slices too, not in one burst when the handler returns
+        del answer[-large_requests.ELEMENTS_PER_SLICE :]
+        await trio.sleep(0)
+    return EncodedResponse(tuple(chunks))

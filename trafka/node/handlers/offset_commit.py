@@ -13,6 +13,9 @@ UNKNOWN_TOPIC_OR_PARTITION. The answer is sent after the records are appended.
 
 Not implemented: v0-1 (kio carries v2+; Kafka 4 removed them, KIP-896), v9+ (KIP-848
 member epochs), transactional commits (TxnOffsetCommit).
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED on every partition)
+and READ on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, has_field, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", min_version=2, max_version=8)
@@ -33,9 +37,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.services.topics
     known: list[CommitPartition] = []
     unknown: list[PartitionError] = []
+    group_allowed = ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id))
+    readable = ctx.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, (str(t.name) for t in request.topics)
+    )
     for topic in request.topics:
         for p in topic.partitions:
             name, index = str(topic.name), int(p.partition_index)
+            if not group_allowed or name not in readable:
+                refused = (
+                    ErrorCode.topic_authorization_failed
+                    if group_allowed
+                    else ErrorCode.group_authorization_failed
+                )
+                unknown.append(PartitionError(name, index, refused))
+                continue
             if topics.partition(name, index) is None:
                 unknown.append(PartitionError(name, index, ErrorCode.unknown_topic_or_partition))
                 continue

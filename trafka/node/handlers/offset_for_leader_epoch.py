@@ -10,16 +10,22 @@ FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. Consumers use it after a leader chan
 detect log truncation (KIP-320); followers use it to truncate (issue 5).
 
 Not implemented: v0-1 (not carried by kio; no current client sends them).
+
+Authorization: a consumer needs DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED); a
+follower was admitted with CLUSTER_ACTION by the node's dispatch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(
@@ -31,15 +37,23 @@ from trafka.node.handlers.registry import register
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_manager = ctx.services.replicas
     topics = []
+    described: set[str] | None = None
+    if int(getattr(request, "replica_id", -1)) < 0:  # a follower was admitted by dispatch
+        described = ctx.authorized_names(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, (str(t.topic) for t in request.topics)
+        )
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            error_code, epoch, end_offset = replica_manager.end_offset_for_epoch(
-                str(topic.topic),
-                int(p.partition),
-                int(p.leader_epoch),
-                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-            )
+            if described is not None and str(topic.topic) not in described:
+                error_code, epoch, end_offset = int(ErrorCode.topic_authorization_failed), -1, -1
+            else:
+                error_code, epoch, end_offset = replica_manager.end_offset_for_epoch(
+                    str(topic.topic),
+                    int(p.partition),
+                    int(p.leader_epoch),
+                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                )
             partitions.append(
                 {
                     "error_code": error_code,

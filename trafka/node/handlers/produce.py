@@ -4,8 +4,12 @@
 * v5: log_start_offset in the response (KIP-107). v6, v7: no change (v7: ZStandard, KIP-110).
 * v8: record_errors + error_message (KIP-467). v9: flexible (KIP-482).
 
-Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (this broker does not lead
-it), CORRUPT_MESSAGE (bad framing or CRC), INVALID_RECORD (well-framed but breaking a rule),
+Per partition: first Kafka's produce rules (`trafka.node.produce_rules`: internal topics get
+INVALID_TOPIC_EXCEPTION, more than one batch or magic < 2 INVALID_RECORD, control batches
+INVALID_RECORD, transactional batches INVALID_TXN_STATE), then UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER (this broker does not lead it), CORRUPT_MESSAGE (bad framing or CRC),
+INVALID_RECORD (well-framed but breaking a rule; record-level rules as Kafka's LogValidator,
+keyless records on a compacted topic named in `record_errors`, KIP-467),
 MESSAGE_TOO_LARGE (`max.message.bytes`), OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
 (idempotent producers; the sequence checks live in the log's producer state, a duplicate
 batch gets its original offsets). acks other than 0, 1, -1: INVALID_REQUIRED_ACKS for every
@@ -15,8 +19,17 @@ the connection only on errors; so do we, by answering nothing either way).
 acks=-1 waits, in the replica manager's purgatory, until the high watermark passes the batch
 or `timeout_ms` expires (REQUEST_TIMED_OUT); on one node that is immediate.
 
-Not implemented: transactional produce (AddPartitionsToTxn is not implemented, so a
-transactional batch gets INVALID_TXN_STATE), quotas (throttle_time_ms is always 0).
+Authorization (Kafka's table): WRITE on each topic (else TOPIC_AUTHORIZATION_FAILED for its
+partitions, nothing appended); with a transactional id also WRITE on that
+TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere). An idempotent
+producer's IDEMPOTENT_WRITE was checked at InitProducerId (KIP-679, Kafka 3.0).
+
+Transactional batches (KIP-98): the first one of a transaction in a partition is verified
+with the transaction coordinator first (KIP-890 part 1, `trafka.node.txn_verification`):
+a partition not added to the transaction gets INVALID_TXN_STATE, so no client can leave a
+hanging transaction; a control batch from a client is INVALID_RECORD.
+
+Not implemented: quotas (throttle_time_ms is always 0).
 """
 
 from __future__ import annotations
@@ -30,7 +43,10 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
+from trafka.node.txn_verification import verify_transactional_batch
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(
@@ -47,9 +63,46 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topic_data
         for p in topic.partition_data
     ]
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, (e[0] for e in entries))
+    transactional_id = request.transactional_id
+    if transactional_id is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, str(transactional_id)
+    ):
+        writable = set()
+        refused = ErrorCode.transactional_id_authorization_failed
+    else:
+        refused = ErrorCode.topic_authorization_failed
+    txn_refused: dict[tuple[str, int], int] = {}
+    if request.transactional_id is not None and acks in (0, 1, -1):
+        # KIP-890 part 1, before any append of this request (see txn_verification).
+        for topic, partition, records in entries:
+            code = await verify_transactional_batch(
+                transactions=ctx.services.transactions,
+                topics=ctx.services.topics,
+                replicas=replica_manager,
+                node_id=ctx.services.node_id,
+                transactional_id=request.transactional_id,
+                topic=topic,
+                partition=partition,
+                records=records or b"",
+            )
+            if code:
+                txn_refused[(topic, partition)] = code
     for topic, partition, records in entries:
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
+            continue
+        if topic not in writable:
+            results[(topic, partition)] = AppendResult(int(refused))
+            continue
+        refusal = check_produce_partition(topic, records or b"", transactional_id=transactional_id)
+        if refusal is not None:
+            results[(topic, partition)] = AppendResult(
+                int(refusal.error_code), error_message=refusal.message
+            )
+            continue
+        if (topic, partition) in txn_refused:
+            results[(topic, partition)] = AppendResult(txn_refused[(topic, partition)])
             continue
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).
@@ -90,7 +143,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     "base_offset": result.base_offset,
                     "log_append_time": result.log_append_time_ms,
                     "log_start_offset": result.log_start_offset,
-                    "record_errors": [],
+                    "record_errors": [
+                        {"batch_index": index, "batch_index_error_message": message}
+                        for index, message in result.record_errors
+                    ],
                     "error_message": result.error_message,
                 }
             )

@@ -8,17 +8,22 @@
 Followers are parked until the leader's SyncGroup arrives (or the rebalance restarts:
 REBALANCE_IN_PROGRESS). Assignment bytes are opaque (range, roundrobin, sticky and
 cooperative-sticky all work because the clients compute them, GRP-04).
+
+Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.group.messages import SyncGroupRequest
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 # How long a parked SyncGroup may wait at most; the coordinator answers it within the
 # group's rebalance timeout (pending-sync expiry), this is only a safety net.
@@ -27,6 +32,11 @@ _SYNC_WAIT_MS = 300_000
 
 @register(api_key=ApiKey.SYNC_GROUP, name="SyncGroup", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
+        return build(
+            response_class(request),
+            {"throttle_time": 0, "error_code": int(ErrorCode.group_authorization_failed)},
+        )
     sync = SyncGroupRequest(
         group_id=str(request.group_id),
         generation_id=int(request.generation_id),

@@ -9,7 +9,13 @@ the cached one, so Metadata answers show the real leaders; leader -2
 (LEADER_DURING_DELETE) drops the topic from the cache. Topics not known yet are read from
 the tree (topic id, configs), then the states are applied.
 
-Not implemented: v0-4 and v7+ (topic ids), listener names other than the first endpoint.
+Every endpoint is kept with its listener name: Metadata answers each client with the
+endpoint of the listener it came in on.
+
+Only a registered controller on the inter-broker listener gets here
+(`trafka.node.security.inter_broker`).
+
+Not implemented: v0-4 and v7+ (topic ids).
 """
 
 from __future__ import annotations
@@ -31,7 +37,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if services.replicas.fence.admit(int(request.controller_epoch)) is not ErrorCode.none:
         return build(response_class(request), {"error_code": int(ErrorCode.stale_controller_epoch)})
     live = [
-        BrokerInfo(int(b.id), str(b.endpoints[0].host), int(b.endpoints[0].port), b.rack)
+        BrokerInfo(
+            int(b.id),
+            str(b.endpoints[0].host),
+            int(b.endpoints[0].port),
+            b.rack,
+            tuple((str(e.listener), str(e.host), int(e.port)) for e in b.endpoints),
+        )
         for b in request.live_brokers
         if b.endpoints
     ]

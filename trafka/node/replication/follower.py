@@ -149,3 +149,19 @@ class PartitionFollowerState:
                 FetchAction.TRUNCATE_TO_LEADER_END, truncate_to=Offset(leader_log_end_offset)
             )
         return FetchOutcome(FetchAction.BACK_OFF)
+
+
+def follower_log_start_offset(
+    leader_log_start_offset: int, local_log_start_offset: int, local_high_watermark: int
+) -> Offset | None:
+    """The log start offset a follower adopts after any Fetch answer, or None to keep its
+    own (Kafka's `maybeIncrementLogStartOffset(leaderLogStartOffset, LeaderOffsetIncremented)`
+    on every fetched partition, issue 12 item 6): records removed by DeleteRecords or
+    retention on the leader are gone from the follower too, so they do not come back when
+    it becomes leader. It only moves up, and never past the follower's own HW (Kafka
+    refuses a start above the HW; a follower that far behind is caught by OFFSET_OUT_OF_RANGE
+    on its next fetch)."""
+    target = min(leader_log_start_offset, local_high_watermark)
+    if target > local_log_start_offset:
+        return Offset(target)
+    return None

@@ -22,6 +22,14 @@ takes effect only once written (so the HW never counts on a smaller ISR than the
 controller's); an expansion counts for the HW as soon as it is proposed (it can only lower
 the HW, which is safe; Kafka's "maximal ISR").
 
+A write whose outcome is unknown (the quorum timed out: it may still commit) stays pending
+(`IsrWriteOutcome.UNKNOWN`): the expansion keeps counting for the HW, no other change is
+proposed, and the periodic check re-issues the same conditional write
+(`maybe_shrink_isr`), which either commits or conflicts; on a conflict the shell adopts the
+tree's ISR when it still names this leader and epoch. So the ISR the leader uses is never
+smaller than one the tree may hold (issue 12, item 6; Kafka's ZK client re-reads the state
+to decide a write lost to a connection loss, `checkLeaderAndIsrZkData`).
+
 acks=all (REP-30, EXT-10). Before the append: ISR smaller than `min.insync.replicas` ->
 NOT_ENOUGH_REPLICAS. After it: the request completes when the HW reaches the offset after
 its last record; if the ISR shrank below the minimum meanwhile the answer is
@@ -34,6 +42,7 @@ fetchers (shell code in the replica manager).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -60,6 +69,14 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: Offset = UNKNOWN_OFFSET
     last_fetch_time_ms: int = 0
+
+
+class IsrWriteOutcome(enum.Enum):
+    """What the shell learned of an `IsrWrite`."""
+
+    COMMITTED = "the conditional write committed"
+    CONFLICT = "the write failed (version conflict, too large): it never applies"
+    UNKNOWN = "the quorum timed out or lost the connection: it may still commit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +123,8 @@ class PartitionLeaderState:
     min_insync_replicas: int = 1
     followers: dict[BrokerId, FollowerState] = field(default_factory=dict)
     pending_isr: tuple[BrokerId, ...] | None = None
+    pending_in_doubt: bool = False
+    """The pending write's outcome is unknown; `maybe_shrink_isr` re-issues it."""
 
     # -- trigger 1: becoming leader --------------------------------------------------------
 
@@ -229,8 +248,11 @@ class PartitionLeaderState:
         )
 
     def maybe_shrink_isr(self, now_ms: int) -> IsrWrite | None:
-        """The periodic check (Kafka runs it every replica.lag.time.max.ms / 2)."""
+        """The periodic check (Kafka runs it every replica.lag.time.max.ms / 2). A write in
+        doubt is re-issued unchanged (same ISR, same expected version) until it resolves."""
         if self.pending_isr is not None:
+            if self.pending_in_doubt:
+                return self._write_for(self.pending_isr)
             return None
         lagging = set(self.out_of_sync_replicas(now_ms))
         if not lagging:
@@ -239,6 +261,10 @@ class PartitionLeaderState:
 
     def _propose(self, new_isr: tuple[BrokerId, ...]) -> IsrWrite:
         self.pending_isr = new_isr
+        self.pending_in_doubt = False
+        return self._write_for(new_isr)
+
+    def _write_for(self, new_isr: tuple[BrokerId, ...]) -> IsrWrite:
         return IsrWrite(
             tp=self.tp,
             leader=self.local_broker,
@@ -248,14 +274,26 @@ class PartitionLeaderState:
             expected_zk_version=self.zk_version,
         )
 
-    def on_isr_write_result(self, succeeded: bool, new_zk_version: ZkVersion, now_ms: int) -> bool:
-        """The shell's answer to the pending `IsrWrite`. On success the ISR and version are
-        applied (then the HW may move: trigger 2). On a version conflict the proposal is
-        dropped; the controller's LeaderAndIsr will bring the truth (Kafka re-reads the
-        state and waits for it). Returns whether the HW advanced."""
+    def on_isr_write_result(
+        self, outcome: bool | IsrWriteOutcome, new_zk_version: ZkVersion, now_ms: int
+    ) -> bool:
+        """The shell's answer to the pending `IsrWrite` (True/False: committed/conflict).
+        On success the ISR and version are applied (then the HW may move: trigger 2). On a
+        conflict the proposal is dropped; the shell adopts the tree's state if it still
+        names this leader and epoch, else the controller's LeaderAndIsr brings the truth.
+        On an unknown outcome the proposal stays pending and in doubt (module docstring).
+        Returns whether the HW advanced."""
+        if outcome is True:
+            outcome = IsrWriteOutcome.COMMITTED
+        elif outcome is False:
+            outcome = IsrWriteOutcome.CONFLICT
         proposed = self.pending_isr
+        if proposed is not None and outcome is IsrWriteOutcome.UNKNOWN:
+            self.pending_in_doubt = True
+            return False
         self.pending_isr = None
-        if proposed is None or not succeeded:
+        self.pending_in_doubt = False
+        if proposed is None or outcome is not IsrWriteOutcome.COMMITTED:
             return False
         self.isr = proposed
         self.zk_version = new_zk_version

@@ -9,8 +9,11 @@ from that leader, each driven by its `replication.follower.PartitionFollowerStat
 2. FETCHING partitions: one Fetch v12 (replica id = this broker, long poll
    `replica.fetch.wait.max.ms`) from each partition's LEO with its current leader epoch
    (KIP-320); records are appended with their offsets and epochs (`append_as_follower`),
-   then the follower HW = min(LEO, leader HW) (REP-13). OFFSET_OUT_OF_RANGE below the
-   leader's log start restarts the log there; above it the epoch handshake runs again.
+   then the follower HW = min(LEO, leader HW) (REP-13) and the follower's log start offset
+   follows the leader's (DeleteRecords). OFFSET_OUT_OF_RANGE below the leader's log start
+   restarts the log there; above it the epoch handshake runs again. A batch that starts
+   below an empty log's start (the leader's log start inside a batch) restarts the log at
+   the batch, as Kafka's Partition does.
 
 An answer is applied only if the partition's follower state is still the object the request
 was built from: a LeaderAndIsr in between makes it stale (docs/controller.md).
@@ -41,6 +44,8 @@ from kio.schema.types import BrokerId as KioBrokerId
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
+from trafka.log.errors import UnexpectedAppendOffsetError
+from trafka.log.partition_log import PartitionLog
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.replication.follower import (
@@ -48,10 +53,12 @@ from trafka.node.replication.follower import (
     FetchAction,
     FollowerPhase,
     PartitionFollowerState,
+    follower_log_start_offset,
 )
 from trafka.node.replication.ids import LeaderEpoch, Offset, TopicPartition
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.replication.truncation import EpochEndOffset
+from trafka.node.security.inter_broker import InterBrokerClient
 
 log = logging.getLogger("trafka.node.replication.replica_fetcher")
 
@@ -68,6 +75,7 @@ class ReplicaFetchers:
         replica_manager: ReplicaManager,
         endpoint_for: Callable[[int], tuple[str, int] | None],
         clock: Clock = SYSTEM_CLOCK,
+        inter_broker: InterBrokerClient | None = None,
         fetch_wait_max_ms: int = 500,
         fetch_max_bytes: int = 1_048_576,
         backoff_ms: int = 1000,
@@ -76,6 +84,8 @@ class ReplicaFetchers:
         self.replica_manager = replica_manager
         self._clock = clock
         self.endpoint_for = endpoint_for
+        #: The inter-broker listener's security (issue 12 item 2, issue 14 item 4).
+        self.inter_broker = inter_broker or InterBrokerClient()
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = min(backoff_ms, 1000) / 1000
@@ -140,7 +150,7 @@ class ReplicaFetchers:
                         if endpoint is None:
                             await trio.sleep(CONNECT_BACKOFF_S)
                             continue
-                        connection = await KafkaConnection.connect(
+                        connection = await self.inter_broker.connect(
                             endpoint[0],
                             endpoint[1],
                             client_id=f"replica-fetcher-{self.node_id}",
@@ -301,7 +311,7 @@ class ReplicaFetchers:
                     continue
                 records = p.records
                 if records:
-                    log_.append_as_follower(bytes(records))
+                    append_fetched(log_, bytes(records))
                     if self.replica_manager.follower_quota.is_throttled(tp.topic, tp.partition):
                         self.replica_manager.follower_quota.record(
                             len(records), self._clock.now_ms()
@@ -309,4 +319,37 @@ class ReplicaFetchers:
                 log_end_offset = int(log_.log_end_offset)
                 self.lag[tp] = max(0, int(p.high_watermark) - log_end_offset)
                 log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
+                new_start = follower_log_start_offset(
+                    int(p.log_start_offset), int(log_.log_start_offset), int(log_.high_watermark)
+                )
+                if new_start is not None:
+                    log_.delete_records_before(int(new_start))
         return backoff
+
+
+def append_fetched(log_: PartitionLog, records: bytes) -> None:
+    """Append fetched batches; an empty log restarts at the first batch when it must.
+
+    Kafka's `Partition.appendRecordsToFollowerOrFutureReplica`: after DeleteRecords the
+    leader's log start offset can fall inside a batch, so a new (empty) follower that started
+    at that offset is sent the whole batch, whose base offset is below its log end. The log
+    restarts at the batch's base offset and takes it (the log start offset then follows the
+    leader's, below). Any other offset mismatch is an error, as in Kafka.
+    """
+    try:
+        log_.append_as_follower(records)
+    except UnexpectedAppendOffsetError:
+        first_offset = int.from_bytes(records[:8], "big", signed=True)
+        log_end_offset = int(log_.log_end_offset)
+        if log_end_offset != int(log_.log_start_offset) or first_offset >= log_end_offset:
+            raise
+        log_.truncate_fully_and_start_at(first_offset)
+        log_.append_as_follower(records)
+
+
+def follow_log_start(log_: PartitionLog, leader_log_start_offset: int) -> None:
+    """Move the follower's log start offset up to the leader's (DeleteRecords, retention),
+    never past the follower's high watermark (Kafka's `maybeIncrementLogStartOffset` with
+    `LeaderOffsetIncremented`)."""
+    if int(log_.log_start_offset) < leader_log_start_offset <= int(log_.high_watermark):
+        log_.delete_records_before(leader_log_start_offset)

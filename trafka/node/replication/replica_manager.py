@@ -60,6 +60,7 @@ from kio.schema.errors import ErrorCode
 from trafka.log import errors as log_errors
 from trafka.log.config import LogConfig
 from trafka.log.partition_log import PartitionLog
+from trafka.log.validation import RecordValidationError
 from trafka.metadata_quorum import znodes
 from trafka.net.framing import Chunk, FileRegion
 from trafka.node.clock import SYSTEM_CLOCK, Clock
@@ -75,7 +76,12 @@ from trafka.node.replication.ids import (
     TopicPartition,
     ZkVersion,
 )
-from trafka.node.replication.leader import IsrWrite, PartitionLeaderState, acks_all_outcome
+from trafka.node.replication.leader import (
+    IsrWrite,
+    IsrWriteOutcome,
+    PartitionLeaderState,
+    acks_all_outcome,
+)
 from trafka.node.replication.throttle import (
     ReplicationQuota,
     ThrottleSettings,
@@ -90,6 +96,11 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 
 class IsrWriteFailed(Exception):
     """An ISR write that did not commit (a conflicting version, a lost quorum, ...)."""
+
+
+class IsrWriteOutcomeUnknown(IsrWriteFailed):
+    """An ISR write the quorum timed out on: it may still commit (issue 12, item 6), so
+    the leader keeps it pending in its maximal ISR and re-issues it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +149,8 @@ class AppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
+    """KIP-467: (batch_index, message) of each refused record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +173,9 @@ class ReadResult:
     records: tuple[Chunk, ...] = ()
     """Whole batches: file regions (sendfile) or bytes."""
     size: int = 0
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    """READ_COMMITTED: (producer id, first offset) of the aborted transactions overlapping
+    the records (from the segments' `.txnindex`, KIP-98)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +301,9 @@ class ReplicaManager:
                     high_watermark=Offset(int(log.high_watermark)),
                     now_ms=now_ms,
                     replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                    min_insync_replicas=self._min_insync_replicas(update.topic),
+                    min_insync_replicas=self._min_insync_replicas(
+                        update.topic, in_force=max(1, len(update.replicas))
+                    ),
                 )
                 self._high_watermark_moved(tp)
             elif update.leader < 0:
@@ -319,11 +337,18 @@ class ReplicaManager:
                 self._log_manager.delete(topic, partition)
         self._wake_fetches()
 
-    def _min_insync_replicas(self, topic: str) -> int:
+    def _min_insync_replicas(self, topic: str, *, in_force: int | None = None) -> int:
+        """The topic's `min.insync.replicas`. A lookup that fails never weakens acks=all
+        (issue 12, item 6): the value in force stays (`in_force`: the leader's current
+        value, or the replica count for a new leader, the strictest meaningful one);
+        without one the error propagates."""
         try:
             return int(self._log_config_for(topic).min_insync_replicas)
         except Exception:
-            return 1
+            if in_force is None:
+                raise
+            log_.exception("cannot read min.insync.replicas of %s; keeping %d", topic, in_force)
+            return in_force
 
     def _high_watermark_moved(self, tp: TopicPartition) -> None:
         state = self.leaders.get(tp)
@@ -353,7 +378,7 @@ class ReplicaManager:
             self._isr_send.send_nowait(write)
         except trio.WouldBlock:
             state = self.leaders.get(write.tp)
-            if state is not None:
+            if state is not None and not state.pending_in_doubt:  # in doubt: re-issued later
                 state.on_isr_write_result(False, ZkVersion(-1), self._now_ms())
 
     async def run(self) -> None:
@@ -371,17 +396,22 @@ class ReplicaManager:
     async def _isr_writer(self) -> None:
         await self._isr_writes.prepare()
         async for write in self._isr_receive:
-            succeeded, version = False, ZkVersion(-1)
+            outcome, version = IsrWriteOutcome.CONFLICT, ZkVersion(-1)
             try:
                 version = await self._isr_writes.write(write)
-                succeeded = True
+                outcome = IsrWriteOutcome.COMMITTED
+            except IsrWriteOutcomeUnknown as error:
+                # It may still commit: stay in doubt, re-issued by the periodic check.
+                log_.warning("ISR write for %s has an unknown outcome: %s", write.tp, error)
+                outcome = IsrWriteOutcome.UNKNOWN
             except IsrWriteFailed as error:
                 log_.info("ISR write for %s failed: %s", write.tp, error)
             state = self.leaders.get(write.tp)
             if state is None or state.leader_epoch != write.leader_epoch:
                 continue
-            advanced = state.on_isr_write_result(succeeded, version, self._now_ms())
-            if not succeeded:
+            succeeded = outcome is IsrWriteOutcome.COMMITTED
+            advanced = state.on_isr_write_result(outcome, version, self._now_ms())
+            if outcome is IsrWriteOutcome.CONFLICT:
                 self._resync_partition_state(state)
             if succeeded:
                 log_.info("ISR of %s-%d is now %s", write.tp.topic, write.tp.partition, write.isr)
@@ -476,11 +506,30 @@ class ReplicaManager:
         """(error_code, log or None, leader_epoch)."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         if leader is not None:
-            return 0, self.get_or_create_log(topic, partition), int(leader.leader_epoch)
+            try:
+                log = self.get_or_create_log(topic, partition)
+            except log_errors.LogDirFailedError:
+                # its log dir went offline (full disk, I/O error): Kafka answers
+                # KAFKA_STORAGE_ERROR for the partition, the request itself succeeds
+                return int(ErrorCode.kafka_storage_error), None, int(leader.leader_epoch)
+            return 0, log, int(leader.leader_epoch)
         state = self._topics.partition(topic, partition)
         if state is None:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
         return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
+
+    def _log_dir_failed(self, topic: str, partition: int, error: Exception) -> None:
+        """Kafka's LogDirFailureChannel: an I/O error in one log takes its whole dir offline,
+        so the partition's next requests get KAFKA_STORAGE_ERROR. (Left online, the next
+        idempotent batch was checked against a log whose last write had failed and got
+        OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka bump its producer epoch and
+        re-send possibly written batches of other partitions as new ones: duplicates.)"""
+        manager = getattr(self._log_manager, "manager", None)
+        if manager is None:
+            return
+        log_dir = manager.dir_of(topic, partition)
+        if log_dir is not None:
+            manager.mark_dir_offline(log_dir, str(error))
 
     def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
@@ -517,7 +566,9 @@ class ReplicaManager:
             return AppendResult(int(ErrorCode.corrupt_message), error_message="empty record set")
         tp = TopicPartition(topic, partition)
         leader = self.leaders[tp]
-        leader.min_insync_replicas = self._min_insync_replicas(topic)
+        leader.min_insync_replicas = self._min_insync_replicas(
+            topic, in_force=leader.min_insync_replicas
+        )
         before = leader.check_before_append(required_acks)
         if before is not ErrorCode.none:
             return AppendResult(
@@ -528,8 +579,20 @@ class ReplicaManager:
         try:
             info = log.append_as_leader(records, leader_epoch=leader_epoch, now_ms=self._now_ms())
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
+            if isinstance(error, log_errors.LogDirFailedError):
+                self._log_dir_failed(topic, partition, error)
             code, message = _error_for(error)
-            return AppendResult(code, log_start_offset=log.log_start_offset, error_message=message)
+            return AppendResult(
+                code,
+                log_start_offset=log.log_start_offset,
+                error_message=message,
+                record_errors=tuple(
+                    (e.batch_index, e.message)
+                    for e in (
+                        error.record_errors if isinstance(error, RecordValidationError) else ()
+                    )
+                ),
+            )
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
             self._high_watermark_moved(tp)
@@ -571,6 +634,43 @@ class ReplicaManager:
         if isinstance(step, AppendResult):
             return step
         return await self.complete_append(step, timeout_ms)
+
+    async def append_end_transaction_marker(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        timeout_ms: int,
+    ) -> int:
+        """WriteTxnMarkers on this leader: write the control batch, wait for the ISR (Kafka
+        appends markers with acks=all); returns a Kafka error code."""
+        error_code, log, leader_epoch = self._leader_log(topic, partition)
+        if log is None:
+            return error_code
+        tp = TopicPartition(topic, partition)
+        try:
+            info = log.append_end_transaction_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                committed=committed,
+                leader_epoch=leader_epoch,
+                now_ms=self._now_ms(),
+            )
+        except log_errors.TransactionCoordinatorFencedError:
+            return int(ErrorCode.transaction_coordinator_fenced)
+        except Exception as error:
+            return _error_for(error)[0]
+        self.leaders[tp].on_append(Offset(int(log.log_end_offset)), self._now_ms())
+        self._high_watermark_moved(tp)
+        outcome = await self._wait_for_replication(
+            tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
+        )
+        return int(outcome)
 
     async def _wait_for_replication(
         self, tp: TopicPartition, leader_epoch: LeaderEpoch, required: Offset, timeout_ms: int
@@ -640,7 +740,15 @@ class ReplicaManager:
             read_code, _ = _error_for(error)
             return ReadResult(read_code, high_watermark, last_stable_offset, log_start_offset)
         records, size = _fetch_payload(data)
-        return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, records, size)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if isolation_level == READ_COMMITTED and size and replica_id < 0:
+            aborted = tuple(
+                (txn.producer_id, txn.first_offset)
+                for txn in log.collect_aborted_transactions(fetch_offset, int(data.next_offset))
+            )
+        return ReadResult(
+            0, high_watermark, last_stable_offset, log_start_offset, records, size, aborted
+        )
 
     def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
         leader = self.leaders.get(TopicPartition(topic, partition))

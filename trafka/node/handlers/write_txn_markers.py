@@ -1,0 +1,45 @@
+"""WriteTxnMarkers v1: a transaction coordinator asks this leader to write markers (KIP-98).
+
+Inter-broker: for each marker and partition, the COMMIT/ABORT control batch is appended
+through `PartitionLog.append_end_transaction_marker` and replicated (acks=all) before the
+partition's answer. Per partition: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION as
+for Produce, INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
+TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the last marker's.
+
+v0 is not served (kio carries v1 only; Kafka 4 removed v0). Not implemented: checking the
+caller is a broker (no authorization in trafka).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.net.api_keys import ApiKey
+from trafka.net.kio_shape import build, response_class
+from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.registry import register
+from trafka.txn.coordinator import MarkerRequest, TopicPartition
+
+
+@register(api_key=ApiKey.WRITE_TXN_MARKERS, name="WriteTxnMarkers", min_version=1, max_version=1)
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for entry in request.markers:
+        marker = MarkerRequest(
+            transactional_id="",
+            producer_id=int(entry.producer_id),
+            producer_epoch=int(entry.producer_epoch),
+            coordinator_epoch=int(entry.coordinator_epoch),
+            committed=bool(entry.transaction_result),
+            partitions=(),
+        )
+        topics = []
+        for topic in entry.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                tp = TopicPartition(str(topic.name), int(index))
+                code = await ctx.services.transactions.write_marker_locally(marker, tp)
+                partitions.append({"partition_index": tp.partition, "error_code": code})
+            topics.append({"name": topic.name, "partitions": partitions})
+        results.append({"producer_id": entry.producer_id, "topics": topics})
+    return build(response_class(request), {"markers": results})

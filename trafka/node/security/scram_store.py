@@ -1,0 +1,86 @@
+"""SCRAM credentials in the tree, as Kafka's ZooKeeper mode stores them.
+
+``/config/users/<user>`` holds the user's entity config, JSON
+``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,server_key=...,iterations=4096"}}``
+(other user configs, e.g. quotas, are kept). Only salted values are stored: the salted
+password a client sends with AlterUserScramCredentials is turned into stored_key and
+server_key here and is not written. Lookups read the node's local replica of the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any, Final
+
+from trafka.security.scram import MECHANISMS, ScramCredential, ScramError
+
+USERS_PATH: Final = "/config/users"
+MECHANISM_BY_CODE: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+CODE_BY_MECHANISM: Final = {name: code for code, name in MECHANISM_BY_CODE.items()}
+
+
+def user_path(user: str) -> str:
+    return f"{USERS_PATH}/{user}"
+
+
+def parse_entity(raw: bytes | None) -> dict[str, Any]:
+    if not raw:
+        return {"version": 1, "config": {}}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return {"version": 1, "config": {}}
+    if not isinstance(value, dict) or not isinstance(value.get("config"), dict):
+        return {"version": 1, "config": {}}
+    return value
+
+
+def credentials_of(raw: bytes | None) -> dict[str, ScramCredential]:
+    result = {}
+    for mechanism, text in parse_entity(raw)["config"].items():
+        if mechanism in MECHANISMS and isinstance(text, str):
+            try:
+                result[mechanism] = ScramCredential.from_text(text)
+            except ScramError:
+                continue
+    return result
+
+
+def lookup(quorum: Any, user: str, mechanism: str) -> ScramCredential | None:
+    """The stored credential (local replica of the tree); None when absent or bad."""
+    if quorum is None or not user or "/" in user:
+        return None
+    from trafka.metadata_quorum.tree import NoNodeError
+
+    try:
+        raw, _ = quorum.get_local(user_path(user))
+    except NoNodeError:
+        return None
+    return credentials_of(bytes(raw)).get(mechanism)
+
+
+def credential_from_salted_password(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    digest = MECHANISMS[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    return ScramCredential(
+        salt=salt,
+        stored_key=hashlib.new(digest, client_key).digest(),
+        server_key=hmac.new(salted_password, b"Server Key", digest).digest(),
+        iterations=iterations,
+    )
+
+
+def with_credential(raw: bytes | None, mechanism: str, credential: ScramCredential | None) -> bytes:
+    """The user's entity JSON with `mechanism` set (or removed when credential is None)."""
+    entity = parse_entity(raw)
+    config = dict(entity["config"])
+    if credential is None:
+        config.pop(mechanism, None)
+    else:
+        config[mechanism] = credential.to_text()
+    entity["config"] = config
+    return json.dumps(entity, separators=(",", ":"), sort_keys=True).encode("utf-8")
