@@ -12,10 +12,11 @@ Start-up order (SEEDS BST-03, Kafka's BrokerState NOT_RUNNING -> STARTING -> RUN
    coordinator's timers;
 5. register `/brokers/ids/<id>` (ephemeral, Kafka's registration JSON; re-registered when
    the session is lost);
-6. bind the listeners (a busy port fails start-up with a one-line `StartupError`) and serve;
-   run log maintenance (retention, flush, checkpoints) periodically in a worker thread; on a
-   voter, run the controller, follow config change notifications, and once, after a quorum
-   barrier, delete stray logs (`trafka.node.stray_log_cleanup`, KAFKA-14616).
+6. bind the listeners (a busy port fails start-up with a one-line `StartupError`,
+   `trafka.node.startup`) and serve; run log maintenance (retention, flush, checkpoints)
+   periodically in a worker thread; on a voter, run the controller; on every node (a
+   broker-only one too) follow config change notifications and once, after a quorum
+   barrier, delete stray logs (`trafka.node.node_tasks`; KAFKA-14616).
 
 The services are listed, one typed port each, in `NodeServices`
 (`trafka.node.handlers.context`), which is what handlers see (`ctx.services`); the broker
@@ -35,7 +36,7 @@ Listeners (`trafka.node.security.listeners`, docs/security.md): each named liste
 security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; `trafka.node.security.setup`);
 the broker's own clients (controller channel, replica fetchers, controlled shutdown) use the
 inter-broker listener (`InterBrokerClient`), and only it admits API 4-7 and follower fetches
-(`trafka.node.security.inter_broker`, asked in `dispatch`).
+(`trafka.node.security.inter_broker.refuse_if_not_admitted`, asked in `dispatch`).
 
 Not implemented here: multiple log dirs beyond passing them to the LogManager.
 """
@@ -342,10 +343,10 @@ class Broker:
             await self._start_server(nursery, store)
             if controller is not None:
                 node_tasks.start_controller(nursery, controller, self._quorum_listeners)
-                node_tasks.start_config_changes(
-                    nursery, store, configs, clock, self._quorum_listeners
-                )
-                node_tasks.start_stray_log_cleanup(nursery, store, node_id, logs, replicas)
+            # Every node, a broker-only one too, applies dynamic config changes and deletes
+            # its stray logs once.
+            node_tasks.start_config_changes(nursery, store, configs, clock, self._quorum_listeners)
+            node_tasks.start_stray_log_cleanup(nursery, store, node_id, logs, replicas)
             log.info(
                 "node %d serving on %s (cluster %s, process.roles=%s%s)",
                 node_id,
