@@ -25,3 +25,39 @@ def test_nested_entities_are_checked_too() -> None:
 
     with pytest.raises(UnknownField, match="hots"):
         build(DescribeClusterResponse, {"brokers": [{"broker_id": 1, "hots": "x", "port": 1}]})
+
+
+def test_a_field_of_another_struct_of_the_api_raises() -> None:
+    """Checked per struct: `partitions` is a field of MetadataResponseTopic, not of the
+    response itself, so it is misplaced at the top level (it used to be dropped)."""
+    from kio.schema.metadata.v12.response import MetadataResponse
+
+    with pytest.raises(UnknownField, match="partitions"):
+        build(MetadataResponse, {"throttle_time": 0, "partitions": []})
+    built = build(MetadataResponse, {"topics": [{"name": "t", "partitions": []}]})
+    assert built.topics[0].name == "t"
+
+
+def test_trafka_declared_versions_share_their_structs_fields_with_kio() -> None:
+    """Produce v0-2 are declared by trafka (`ProduceResponseV0`, ...): the same data as for
+    kio's versions builds them (v2's `log_append_time`, v8's `record_errors` dropped)."""
+    from trafka.net.messages.produce_v0_v2 import ProduceResponseV0
+
+    data = {
+        "throttle_time": 0,
+        "responses": [
+            {
+                "name": "t",
+                "partition_responses": [
+                    {"index": 0, "base_offset": 7, "log_append_time": -1, "record_errors": []}
+                ],
+            }
+        ],
+    }
+    built = build(ProduceResponseV0, data)
+    assert built.responses[0].partition_responses[0].base_offset == 7
+    with pytest.raises(UnknownField, match="base_ofset"):
+        build(
+            ProduceResponseV0,
+            {"responses": [{"name": "t", "partition_responses": [{"index": 0, "base_ofset": 7}]}]},
+        )
