@@ -27,15 +27,16 @@ def test_nested_entities_are_checked_too() -> None:
         build(DescribeClusterResponse, {"brokers": [{"broker_id": 1, "hots": "x", "port": 1}]})
 
 
-def test_a_field_of_another_struct_of_the_api_raises() -> None:
-    """Checked per struct: `partitions` is a field of MetadataResponseTopic, not of the
-    response itself, so it is misplaced at the top level (it used to be dropped)."""
-    from kio.schema.metadata.v12.response import MetadataResponse
+def test_a_field_of_another_struct_of_the_api_is_dropped() -> None:
+    """The check is per API, not per struct: FindCoordinator's handler answers v0-3 with the
+    mapping of v4's `Coordinator` entry, whose `key` the v0-3 response lacks (dropped)."""
+    from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
 
-    with pytest.raises(UnknownField, match="partitions"):
-        build(MetadataResponse, {"throttle_time": 0, "partitions": []})
-    built = build(MetadataResponse, {"topics": [{"name": "t", "partitions": []}]})
-    assert built.topics[0].name == "t"
+    answer = {"key": "g", "error_code": 0, "node_id": 1, "host": "h", "port": 9092}
+    built = build(FindCoordinatorResponse, {"throttle_time": 0, **answer})
+    assert (built.node_id, built.host, built.port) == (1, "h", 9092)
+    with pytest.raises(UnknownField, match="kye"):
+        build(FindCoordinatorResponse, {**answer, "kye": "g"})
 
 
 def test_trafka_declared_versions_share_their_structs_fields_with_kio() -> None:

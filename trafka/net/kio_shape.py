@@ -2,10 +2,10 @@
 
 A handler computes one answer (topics, partitions, error codes as ints, times in ms) and
 `build(ResponseClass, data)` turns it into the kio dataclass of the version the client asked
-for: fields the version lacks are dropped (a name that no version of the struct has raises
-`UnknownField`: a misspelt field fails at once instead of being sent as zero), fields the
-data lacks take the dataclass default or the type's zero value, and Kafka's wire types are
-converted (ms -> `timedelta` for `timedelta_i32/64`, ms -> aware `datetime` for
+for: fields the version lacks are dropped (a name that no struct of any version of the API
+has raises `UnknownField`: a misspelt field fails at once instead of being sent as zero),
+fields the data lacks take the dataclass default or the type's zero value, and Kafka's wire
+types are converted (ms -> `timedelta` for `timedelta_i32/64`, ms -> aware `datetime` for
 `datetime_i64` with -1 -> None where nullable, int -> `ErrorCode`). This keeps one handler
 per API instead of one per version (STYLE §2) without hand-parsing anything (STYLE §3).
 
@@ -18,7 +18,6 @@ import dataclasses
 import datetime
 import importlib
 import pkgutil
-import re
 import sys
 import types
 import typing
@@ -71,9 +70,10 @@ def has_field(cls_or_obj: Any, name: str) -> bool:
 def build(cls: Any, data: Mapping[str, Any]) -> Any:
     """An instance of kio dataclass `cls` from `data` (nested mappings for nested structs).
 
-    A key that is a field of no version of the message or entity (a misspelt field) raises
-    `UnknownField` at once, instead of being dropped and its field sent as zero; a key that
-    only other versions of it have is dropped (one handler answers every version)."""
+    A key that is a field of no struct of any version of the message's API (a misspelt
+    field) raises `UnknownField` at once, instead of being dropped and its field sent as
+    zero; a key that only other versions or structs have is dropped (one handler answers
+    every version)."""
     unknown = data.keys() - _known_names(cls)
     if unknown:
         raise UnknownField(f"{cls.__name__}: no version has the field(s) {sorted(unknown)}")
@@ -96,20 +96,15 @@ class UnknownField(KeyError):
 
 @cache
 def _known_names(cls: Any) -> frozenset[str]:
-    """Every field name the same struct has in any version of `cls`'s API: the dataclasses
-    of that name (`MetadataResponseTopic`; trafka's declared `...V<n>` classes by their name
-    without the suffix) in kio's `kio.schema.<api>.v<N>.<request|response>` modules and in
-    the versions trafka declares itself (`trafka.net.messages`). One handler answers every
-    version, so a field only other versions of the struct have is allowed (and dropped);
-    a name the struct has in no version, even one another struct of the API has, is not."""
+    """Every field name of every struct of every version of `cls`'s API, requests and
+    responses (`api_field_names`). Wide on purpose: one handler answers every version, and
+    handlers share one mapping between structs (FindCoordinator's v0-3 response takes the
+    fields of v4's `Coordinator` entry, its `key` dropped), so only a name the API has
+    nowhere is an error. A class of no known API is checked against its own fields."""
     api_key = _api_key_of(cls)
-    struct = _struct_name(cls)
-    classes: list[type] = [
-        klass for klass in _api_dataclasses(api_key) if _struct_name(klass) == struct
-    ]
-    if cls not in classes:
-        classes.append(cls)
-    return frozenset(f.name for klass in classes for f in dataclasses.fields(klass))
+    if api_key is None:
+        return frozenset(f.name for f in dataclasses.fields(cls))
+    return api_field_names(api_key) | {f.name for f in dataclasses.fields(cls)}
 
 
 def api_field_names(api_key: int) -> frozenset[str]:
@@ -118,14 +113,6 @@ def api_field_names(api_key: int) -> frozenset[str]:
     return frozenset(
         f.name for klass in _api_dataclasses(api_key) for f in dataclasses.fields(klass)
     )
-
-
-def _struct_name(cls: type) -> str:
-    """A message or entity class's name, the same in every version."""
-    return _VERSION_SUFFIX.sub("", cls.__name__)
-
-
-_VERSION_SUFFIX = re.compile(r"V\d+$")
 
 
 @cache
