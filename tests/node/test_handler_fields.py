@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from trafka.net.kio_shape import api_field_names
+from trafka.net import codec
+from trafka.net.kio_shape import api_field_names, response_class
 from trafka.node.handlers.registry import load_all
 
 HANDLERS = [(h.api_key, h.module) for h in load_all().handlers()]
@@ -58,3 +59,23 @@ def test_the_scan_finds_a_misspelt_name() -> None:
     source = 'build(cls, {"throttle_time": 0, "error_cod": 1})\ngetattr(r, "session_idd", 0)\n'
     assert literal_names(source) == {"throttle_time", "error_cod", "session_idd"}
     assert {"error_cod", "session_idd"} - api_field_names(1) == {"error_cod", "session_idd"}
+
+
+@pytest.mark.parametrize(("api_key", "module"), HANDLERS, ids=[m for _, m in HANDLERS])
+def test_every_served_version_arrives_as_its_own_request_class(api_key: int, module: str) -> None:
+    """What the net server decodes (`codec.request_class`) is the request's own class of that
+    API and version, and the class a handler builds its answer with (`response_class`) is the
+    one the codec encodes for that version (trafka's declared versions share a layout:
+    StopReplica v3 answers with v2's class)."""
+    handler = load_all().get(api_key)
+    assert handler is not None
+    for version in range(handler.min_version, handler.max_version + 1):
+        request_class = codec.request_class(api_key, version)
+        assert request_class is not None, (module, version)
+        assert (int(request_class.__api_key__), int(request_class.__version__)) == (
+            api_key,
+            version,
+        ), (module, version)
+        answer = response_class(request_class)
+        assert int(answer.__api_key__) == api_key
+        assert answer is codec.response_class(api_key, version), (module, version)

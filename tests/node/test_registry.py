@@ -31,6 +31,7 @@ def test_advertised_ranges_have_schemas_and_look_like_kafka_3() -> None:
         for h in registry.handlers()
     )
     assert len(supported) == len(registry.handlers())
+    assert list(registry.supported_apis()) == list(supported)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
