@@ -33,6 +33,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import KafkaConnection
 from trafka.net.client_security import ClientSecurity
@@ -236,7 +237,7 @@ async def refuse_if_not_admitted(
         return None
     log.warning(
         "refused %s from %s on %s (%s as broker %d): %s",
-        type(request).__name__.removesuffix("Request"),
+        codec.api_name(api_key),
         requester.client_host,
         requester.listener_name,
         requester.principal,
