@@ -66,14 +66,16 @@ def listener_security(
 ) -> ListenerSecurity:
     """The net layer's `ListenerSecurity` of one listener (TlsConfigError on bad files)."""
     from trafka.net.security import ListenerSecurity
-    from trafka.net.tls import server_context
+    from trafka.net.tls import ReloadingContext, server_context
     from trafka.security.mapping import PrincipalMapper
     from trafka.security.sasl import SaslServerConfig
 
     ssl_context = None
+    source = None
     mapper = None
     if spec.uses_tls:
-        ssl_context = server_context(tls_settings(config, spec.name))
+        source = ReloadingContext(tls_settings(config, spec.name), server_context)
+        ssl_context = source()
         mapper = PrincipalMapper.from_rules(
             str(listener_value(config, spec.name, "ssl.principal.mapping.rules"))
         )
@@ -90,6 +92,7 @@ def listener_security(
     return ListenerSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         principal_builder=mapper,
         sasl=sasl,
     )
@@ -98,11 +101,14 @@ def listener_security(
 def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecurity | None:
     """How this broker's clients authenticate on the inter-broker listener."""
     from trafka.net.client_security import ClientSecurity
-    from trafka.net.tls import client_context
+    from trafka.net.tls import ReloadingContext, client_context
 
     if spec.security_protocol == "PLAINTEXT":
         return None
-    ssl_context = client_context(tls_settings(config, spec.name)) if spec.uses_tls else None
+    source = (
+        ReloadingContext(tls_settings(config, spec.name), client_context) if spec.uses_tls else None
+    )
+    ssl_context = None if source is None else source()
     mechanism = None
     username = password = ""
     if spec.uses_sasl:
@@ -112,6 +118,7 @@ def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecur
     return ClientSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         sasl_mechanism=mechanism,
         username=username,
         password=password,
