@@ -25,7 +25,13 @@ from collections.abc import Callable, Sequence
 from trafka.net import server as net_server
 from trafka.net.client_security import ClientSecurity
 from trafka.net.security import ListenerSecurity
-from trafka.net.tls import TlsConfigError, TlsSettings, client_context, server_context
+from trafka.net.tls import (
+    ReloadingContext,
+    TlsConfigError,
+    TlsSettings,
+    client_context,
+    server_context,
+)
 from trafka.node.clock import Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_store import LocalTreeReads, MetadataStore
@@ -75,9 +81,11 @@ def listener_security(
 ) -> ListenerSecurity:
     """The net layer's `ListenerSecurity` of one listener (TlsConfigError on bad files)."""
     ssl_context = None
+    source = None
     mapper = None
     if spec.uses_tls:
-        ssl_context = server_context(tls_settings(config, spec.name))
+        source = ReloadingContext(tls_settings(config, spec.name), server_context)
+        ssl_context = source()
         mapper = PrincipalMapper.from_rules(
             str(listener_value(config, spec.name, "ssl.principal.mapping.rules"))
         )
@@ -94,6 +102,7 @@ def listener_security(
     return ListenerSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         principal_builder=mapper,
         sasl=sasl,
     )
@@ -103,7 +112,10 @@ def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecur
     """How this broker's clients authenticate on the inter-broker listener."""
     if spec.security_protocol == "PLAINTEXT":
         return None
-    ssl_context = client_context(tls_settings(config, spec.name)) if spec.uses_tls else None
+    source = (
+        ReloadingContext(tls_settings(config, spec.name), client_context) if spec.uses_tls else None
+    )
+    ssl_context = None if source is None else source()
     mechanism = None
     username = password = ""
     if spec.uses_sasl:
@@ -113,6 +125,7 @@ def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecur
     return ClientSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         sasl_mechanism=mechanism,
         username=username,
         password=password,
