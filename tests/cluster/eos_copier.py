@@ -91,7 +91,8 @@ def main() -> int:
             "bootstrap.servers": args.bootstrap,
             "transactional.id": args.transactional_id,
             "transaction.timeout.ms": 20000,
-            "debug": "eos",  # the transaction state machine, to stderr (kept by the test)
+            # the transaction state machine and every request, to stderr (kept by the test)
+            "debug": "eos,protocol",
             "linger.ms": 10,
         }
     )

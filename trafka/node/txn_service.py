@@ -63,6 +63,7 @@ from trafka.node.config.broker import BrokerConfig
 from trafka.node.group_service import GroupService, _iter_batches
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.inter_broker import InterBrokerClient
 from trafka.node.topic_admin import TopicAdmin
@@ -232,17 +233,27 @@ class TransactionService:
             return ErrorCode.not_coordinator
         return await self._partition(partition_for(transactional_id, count))
 
+    def _led_epoch(self, partition: int) -> int | None:
+        """The leader epoch of `__transaction_state-<partition>` if this node leads it.
+
+        The replica manager's view (the controller's LeaderAndIsr), not the metadata cache:
+        a node restarted after a failover reads its cache from a tree replica that may not
+        have caught up yet, and would otherwise load the partition and act as a coordinator
+        it no longer is (resending old markers with a stale coordinator epoch)."""
+        leader = self._replicas.leaders.get(ReplicaPartition(TRANSACTION_STATE_TOPIC, partition))
+        return None if leader is None else int(leader.leader_epoch)
+
     async def _partition(self, partition: int) -> _Partition | ErrorCode:
-        partition_state = self._topics.partition(TRANSACTION_STATE_TOPIC, partition)
-        if partition_state is None or partition_state.leader != self._node_id:
+        leader_epoch = self._led_epoch(partition)
+        if leader_epoch is None:
             self._unload(partition)
             return ErrorCode.not_coordinator
         current = self._partitions.get(partition)
-        if current is not None and current.leader_epoch != partition_state.leader_epoch:
+        if current is not None and current.leader_epoch != leader_epoch:
             self._unload(partition)
             current = None
         if current is None:
-            current = _Partition(partition, partition_state.leader_epoch)
+            current = _Partition(partition, leader_epoch)
             self._partitions[partition] = current
         if current.coordinator is None:
             async with current.lock:
@@ -251,7 +262,15 @@ class TransactionService:
                 if current.coordinator is None:
                     coordinator = self._load(partition, current.leader_epoch)
                     current.coordinator = coordinator
-                    for marker in coordinator.pending_markers():
+                    pending = coordinator.pending_markers()
+                    log.info(
+                        "coordinating %s-%d (coordinator epoch %d): %d transaction(s) to finish",
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                        current.leader_epoch,
+                        len(pending),
+                    )
+                    for marker in pending:
                         self._start_markers(current, marker)
         return current
 
@@ -372,6 +391,14 @@ class TransactionService:
                 else:
                     results = await self._write_remote(leader, marker, partitions)
                 for tp, code in results.items():
+                    if code != 0:
+                        log.debug(
+                            "marker of %s at %s (leader %d): %d",
+                            marker.transactional_id,
+                            tp,
+                            leader,
+                            code,
+                        )
                     if code == 0 or code in _MARKER_DROPPED:
                         remaining.discard(tp)
                     elif code == int(ErrorCode.transaction_coordinator_fenced):
@@ -603,12 +630,9 @@ class TransactionService:
         self, states: frozenset[TransactionState], producer_ids: frozenset[int]
     ) -> tuple[ErrorCode, tuple[TransactionListing, ...]]:
         """The ids of every `__transaction_state` partition this node leads."""
-        state = self._topics.get(TRANSACTION_STATE_TOPIC)
-        if state is None:
-            return ErrorCode.none, ()
         listings: list[TransactionListing] = []
-        for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._node_id:
+        for partition in range(self._topic_partitions() or 0):
+            if self._led_epoch(partition) is None:
                 continue
             current = await self._partition(partition)
             if isinstance(current, ErrorCode):
@@ -658,17 +682,15 @@ class TransactionService:
                 await trio.sleep(LEADERSHIP_CHECK_INTERVAL_S)
 
     async def _tick_all(self) -> None:
-        state = self._topics.get(TRANSACTION_STATE_TOPIC)
-        if state is not None:
-            for partition, partition_state in sorted(state.partitions.items()):
-                current = self._partitions.get(partition)
-                led = partition_state.leader == self._node_id
-                if led and (
-                    current is None or current.leader_epoch != partition_state.leader_epoch
-                ):
-                    await self._partition(partition)  # load what this node now leads
-                elif not led and current is not None:
-                    self._unload(partition)
+        for partition in range(self._topic_partitions() or 0):
+            current = self._partitions.get(partition)
+            leader_epoch = self._led_epoch(partition)
+            if leader_epoch is not None and (
+                current is None or current.leader_epoch != leader_epoch
+            ):
+                await self._partition(partition)  # load what this node now leads
+            elif leader_epoch is None and current is not None:
+                self._unload(partition)
         for current in list(self._partitions.values()):
             coordinator = current.coordinator
             if coordinator is None or coordinator.next_deadline_ms() > self._clock.now_ms():
