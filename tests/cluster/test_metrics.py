@@ -3,6 +3,8 @@ confluent-kafka, then a scrape over HTTP whose figures must match it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections import Counter
@@ -243,19 +245,40 @@ def test_scrape_matches_a_known_workload(metrics_node: tuple[KnodeCluster, str])
     )
 
 
+@pytest.mark.parametrize("how", ["url", "bootstrap"])
 def test_ktool_metrics_prints_headline_figures(
-    metrics_node: tuple[KnodeCluster, str], tmp_path: Path
+    metrics_node: tuple[KnodeCluster, str], how: str
 ) -> None:
-    import subprocess
-    import sys
-
     cluster, url = metrics_node
+    where = ["--url", url] if how == "url" else ["--bootstrap-server", cluster.bootstrap_servers]
     out = subprocess.run(
-        [sys.executable, "-m", "trafka.tools.ktool", "metrics", "--url", url],
+        [sys.executable, "-m", "trafka.tools.ktool", "metrics", *where],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert "MessagesIn" in out.stdout and "ActiveControllerCount" in out.stdout
+    lines = dict(line.split(None, 1) for line in out.stdout.splitlines()[1:] if line.strip())
+    assert lines["ActiveControllerCount"].strip() == "1"
+    assert int(lines["MessagesIn"]) >= 0
+    assert out.stdout.splitlines()[0] == f"Metrics of {url}"
+
+
+def test_ktool_metrics_without_endpoint_is_one_line(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trafka.tools.ktool",
+            "metrics",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith("Error: cannot scrape") and len(out.stderr.splitlines()) == 1
