@@ -135,11 +135,11 @@ class MetricsService:
 async def start_metrics(
     nursery: trio.Nursery, url: str, services: NodeServices, server: KafkaServer
 ) -> MetricsService | None:
-    """Count the server's requests and connections into the node's registry (the replica
-    manager's) and, when `metrics.listener` is set, serve it."""
-    server.metrics = services.replicas.metrics
+    """When `metrics.listener` is set: serve the node's registry (the replica manager's) and
+    count the server's requests and connections into it (off: no request timing at all)."""
     if not url:
         return None
+    server.metrics = services.replicas.metrics
     try:
         service = MetricsService(url, services.replicas.metrics, lambda: read_node_state(services))
         await nursery.start(service.run)
