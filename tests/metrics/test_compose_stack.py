@@ -5,6 +5,7 @@ hosts, ports and paths rewritten to free loopback ports and a temporary director
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -32,7 +33,8 @@ def _compose_client() -> str | None:
         [docker, "compose", "version"], capture_output=True, text=True, check=False, timeout=30
     )
     if probe.returncode != 0:
-        return f"`docker compose` is not available here: {(probe.stderr.strip().splitlines() or ['?'])[0][:120]}"
+        first = (probe.stderr.strip().splitlines() or ["?"])[0][:120]
+        return f"`docker compose` is not available here: {first}"
     return None
 
 
@@ -136,8 +138,8 @@ def local_cluster(tmp_path: Path) -> Iterator[dict[int, tuple[int, int]]]:
                 processes.append(
                     subprocess.Popen(_entrypoint_command(n, config), stdout=log, stderr=log)
                 )
-        for n in NODES:
-            wait_until(lambda n=n: port_accepts(ports[n][0]), timeout_s=120)
+        for client, _quorum, _metrics in ports.values():
+            wait_until(functools.partial(port_accepts, client), timeout_s=120)
         yield {n: (ports[n][0], ports[n][2]) for n in NODES}
     finally:
         for process in processes:

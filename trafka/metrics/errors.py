@@ -44,6 +44,7 @@ def _collect(entry: Any, codes: list[int], depth: int) -> None:
     if depth >= _MAX_DEPTH:
         return
     for name in nested:
-        for item in getattr(entry, name) or ():
-            if dataclasses.is_dataclass(item):
+        items = getattr(entry, name)
+        if items:
+            for item in items:  # entries of another type have no shape: nothing to read
                 _collect(item, codes, depth + 1)

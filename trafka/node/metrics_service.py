@@ -140,6 +140,8 @@ async def start_metrics(
     if not url:
         return None
     server.metrics = services.replicas.metrics
+    if services.controller is not None:
+        services.controller.metrics = services.replicas.metrics
     try:
         service = MetricsService(url, services.replicas.metrics, lambda: read_node_state(services))
         await nursery.start(service.run)
