@@ -215,6 +215,11 @@ def test_scrape_matches_a_known_workload(metrics_node: tuple[KnodeCluster, str])
     ctrl = "kafka_controller_kafkacontroller_"
     assert value(metrics, ctrl + "activecontrollercount", ctrl + "activecontrollercount") == 1
     assert value(metrics, ctrl + "globaltopiccount", ctrl + "globaltopiccount") >= 1
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems"
+    # The new topic's partitions got their first leaders from this node's controller.
+    assert value(metrics, elections, elections + "_count") >= PARTITIONS
+    unclean = "kafka_controller_controllerstats_uncleanleaderelections"
+    assert value(metrics, unclean, unclean + "_total") == 0
     gcm = "kafka_server_group_coordinator_metrics_"
     assert value(metrics, gcm + "offset_commit_count", gcm + "offset_commit_count_total") >= 1
     assert (
