@@ -67,6 +67,7 @@ from trafka.node.handlers.registry import HandlerRegistry, load_all
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_cache import MetadataCache
 from trafka.node.metadata_store import MetadataStore
+from trafka.node.metrics_service import MetricsService, start_metrics
 from trafka.node.node_tasks import QuorumListeners
 from trafka.node.producer_ids import ProducerIdManager
 from trafka.node.registration import follow_quorum_events, load_cluster_id, register
@@ -125,6 +126,7 @@ class Broker:
         self._supported: protocol.SupportedApis | None = None
         self._supported_ready = trio.Event()
         self._quorum_listeners: QuorumListeners = []
+        self.metrics: MetricsService | None = None
 
     # ---- requests ----------------------------------------------------------------------------
     async def dispatch(
@@ -373,6 +375,10 @@ class Broker:
         assert self._supported is not None
         kafka_server = net_server.KafkaServer(
             self._handle_net_request, self._supported, startup.server_config(self.config)
+        )
+        assert self.services is not None
+        self.metrics = await start_metrics(
+            nursery, self.config.get("metrics.listener") or "", self.services, kafka_server
         )
         listeners = listeners_for(self.config, self.listener_specs, store)
         self.bound_ports = await startup.serve(nursery, kafka_server, listeners, self.config)

@@ -249,6 +249,15 @@ class GroupService:
                     current.coordinator = self._load(partition)
         return current
 
+    def group_states(self) -> list[str]:
+        """Kafka's state name of every group this node coordinates (metrics, at scrape time)."""
+        return [
+            listing.state
+            for current in self._partitions.values()
+            if current.coordinator is not None and not current.unloaded
+            for listing in current.coordinator.list_groups()
+        ]
+
     def _load(self, partition: int) -> GroupCoordinator:
         """Read the partition from its log start to its log end (not the high watermark: a
         new leader's HW may trail its log end until the followers fetch, and the records in
