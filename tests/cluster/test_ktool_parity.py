@@ -247,3 +247,42 @@ def test_delete_records(tools: Tools, tmp_path: Path) -> None:
         "kafka-delete-records", "delete-records", "--offset-json-file", str(tmp_path / "bad.json")
     )
     assert bad.kafka.exit != 0 and bad.ktool.exit != 0
+
+
+# ---- log-dirs -----------------------------------------------------------------------------------
+def test_log_dirs(tools: Tools) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-ld",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "2",
+    ).ok()
+    _produce(tools, "kp-ld", [f"k{i}:v{i}" for i in range(30)])
+    _wait_for_end_offsets(tools, "kp-ld", 30)
+
+    def settled() -> bool:  # both replicas of both partitions written out, sizes equal
+        out = tools.ktool("log-dirs", "--describe", "--topic-list", "kp-ld", "--json").ok().out
+        sizes: dict[str, set[int]] = {}
+        for broker in json.loads(out)["brokers"]:
+            for log_dir in broker["logDirs"]:
+                for p in log_dir["partitions"]:
+                    sizes.setdefault(p["partition"], set()).add(p["size"])
+        return len(sizes) == 2 and all(len(s) == 1 and 0 not in s for s in sizes.values())
+
+    wait_until(settled, timeout_s=60, what="kp-ld's replicas to match")
+    for args in (
+        ("--describe", "--topic-list", "kp-ld"),
+        ("--describe", "--topic-list", "kp-ld,kp-nope", "--broker-list", "2"),
+        ("--describe", "--topic-list", "kp-nope"),
+    ):
+        lines = _same(tools.both("kafka-log-dirs", "log-dirs", *args))
+        assert lines[0] == "Querying brokers for log directories information"
+    report = json.loads(lines[2])
+    assert all(d["partitions"] == [] for b in report["brokers"] for d in b["logDirs"])
+    missing = tools.both("kafka-log-dirs", "log-dirs", "--describe", "--broker-list", "1,7")
+    assert missing.kafka.exit != 0 and missing.ktool.exit != 0
+    assert "The given brokers do not exist from --broker-list: 7" in missing.ktool.err

@@ -85,6 +85,17 @@ ERROR_MESSAGES: Final = {
 }
 
 
+# error codes whose Java exception is not CamelCase(name) + "Exception" (Errors.java)
+CLASS_NAMES: Final = {
+    "KAFKA_STORAGE_ERROR": "KafkaStorageException",
+    "UNKNOWN_SERVER_ERROR": "UnknownServerException",
+    "CORRUPT_MESSAGE": "CorruptRecordException",
+    "CLUSTER_AUTHORIZATION_FAILED": "ClusterAuthorizationException",
+    "TOPIC_AUTHORIZATION_FAILED": "TopicAuthorizationException",
+    "GROUP_AUTHORIZATION_FAILED": "GroupAuthorizationException",
+}
+
+
 class OffsetsCommandError(Exception):
     pass
 
@@ -193,9 +204,9 @@ def offset_lines(offsets: dict[tuple[str, int], int]) -> list[str]:
 
 def java_exception(error: str) -> str:
     """OFFSET_OUT_OF_RANGE -> org.apache.kafka.common.errors.OffsetOutOfRangeException: <msg>."""
-    camel = "".join(word.capitalize() for word in error.lower().split("_"))
+    camel = "".join(word.capitalize() for word in error.lower().split("_")) + "Exception"
     message = ERROR_MESSAGES.get(error)
-    name = f"org.apache.kafka.common.errors.{camel}Exception"
+    name = f"org.apache.kafka.common.errors.{CLASS_NAMES.get(error, camel)}"
     return f"{name}: {message}" if message else name
 
 
@@ -250,7 +261,7 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class _Cluster:
+class ClusterClient:
     """Connections to one cluster's brokers, and who leads which partition."""
 
     def __init__(self, bootstrap: str) -> None:
@@ -350,7 +361,7 @@ def _error_name(code: Any) -> str:
 
 
 async def list_offsets(
-    cluster: _Cluster, partitions: Sequence[tuple[str, int]], timestamp: int
+    cluster: ClusterClient, partitions: Sequence[tuple[str, int]], timestamp: int
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
     """ListOffsets (2) for `timestamp` at each partition's leader: offsets and error names."""
     grouped, leaderless = cluster.by_leader(partitions)
@@ -387,7 +398,7 @@ async def list_offsets(
 
 
 async def delete_records(
-    cluster: _Cluster, targets: Sequence[tuple[str, int, int]]
+    cluster: ClusterClient, targets: Sequence[tuple[str, int, int]]
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
     """DeleteRecords (21) at each partition's leader: low watermarks and error names."""
     offsets = {(t, p): o for t, p, o in targets}
@@ -418,9 +429,11 @@ async def delete_records(
     return watermarks, errors
 
 
-def _run(body: Callable[[_Cluster], Awaitable[None]], bootstrap: str, prefix: str) -> None:
+def run_on_cluster(
+    body: Callable[[ClusterClient], Awaitable[None]], bootstrap: str, prefix: str
+) -> None:
     async def main() -> None:
-        cluster = _Cluster(bootstrap)
+        cluster = ClusterClient(bootstrap)
         try:
             await body(cluster)
         finally:
@@ -458,7 +471,7 @@ def get_offsets(
 ) -> None:
     """Offsets of partitions at a time (kafka-get-offsets.sh): topic:partition:offset."""
 
-    async def body(cluster: _Cluster) -> None:
+    async def body(cluster: ClusterClient) -> None:
         timestamp = parse_time(time)
         filters = parse_filters(topic, partitions, topic_partitions)
         await cluster.load_metadata()
@@ -495,7 +508,7 @@ def get_offsets(
         for line in offset_lines(offsets):
             typer.echo(line)
 
-    _run(body, bootstrap_server, "Error occurred: ")
+    run_on_cluster(body, bootstrap_server, "Error occurred: ")
 
 
 def delete_records_command(
@@ -511,7 +524,7 @@ def delete_records_command(
 ) -> None:
     """Delete records below an offset (kafka-delete-records.sh)."""
 
-    async def body(cluster: _Cluster) -> None:
+    async def body(cluster: ClusterClient) -> None:
         if offset_json_file is None:
             raise OffsetsCommandError('Missing required argument "[offset-json-file]"')
         try:
@@ -546,7 +559,7 @@ def delete_records_command(
             else:
                 typer.echo(f"partition: {name}-{partition}\terror: {java_exception(errors[key])}")
 
-    _run(body, bootstrap_server, "Error: ")
+    run_on_cluster(body, bootstrap_server, "Error: ")
 
 
 def register(app: typer.Typer) -> None:
