@@ -8,6 +8,9 @@ JS_DIR   := tests/js
 JS_STAMP := $(JS_DIR)/node_modules/.installed
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-m 'not slow'"`.
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (tests/conftest.py keeps the heavy tests apart);
+# PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 # $(call require,COMMAND,DEBIAN PACKAGES): stop in one line when COMMAND is not on PATH,
 # naming the apt-get command that installs it (README, "System packages").
@@ -45,7 +48,7 @@ java: $(JAVA_STAMP)
 
 ## Set up and run the whole test suite.
 test: test-deps $(JAVA_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 ## Everything the tests drive that a fresh clone lacks: the venv (trafka and the Python
 ## clients), kafkajs (npm); the system tools are checked, not installed.
