@@ -82,7 +82,10 @@ class ChaosConfig:
     settings: list[str] = field(default_factory=lambda: [*BASE_SETTINGS, *FAST_TIMEOUTS])
     idempotent_producers: int = 3
     rate_per_producer: float = 40.0
-    message_timeout_ms: int = 60_000
+    message_timeout_ms: int = 120_000
+    """librdkafka bumps an idempotent producer's epoch when a message times out, and re-sends
+    the unacknowledged messages of other partitions as new ones (possible duplicates): kept
+    well above the longest unavailability (kill-all: about a minute on the loaded machine)."""
     metadata_interval_s: float = 10.0
     ready_timeout_s: float = 120.0
     settle_timeout_s: float = 90.0
