@@ -501,7 +501,11 @@ def _run(
     if audit and audit.get("ok") is False:
         divergences.append({"ktool_audit_check": audit})
     report = check_history(
-        history, seed=config.seed, replica_divergences=divergences, nodes_down=nodes_down
+        history,
+        seed=config.seed,
+        replica_divergences=divergences,
+        nodes_down=nodes_down,
+        node_crashes=cluster.crashes,
     )
     for client_error in history.errors:
         if client_error.error.startswith("worker crashed"):
