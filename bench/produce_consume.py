@@ -470,7 +470,7 @@ def run_once(run: int, args: argparse.Namespace, *, profile: bool) -> dict[str, 
     if args.only in (None, "knode"):
         with (
             tempfile.TemporaryDirectory(prefix="bench-knode-") as base,
-            KnodeCluster(Path(base), node_count=1) as cluster,
+            KnodeCluster(Path(base), node_count=1, settings=args.set) as cluster,
         ):
             process = cluster.nodes[1].process
             assert process is not None
@@ -497,6 +497,9 @@ def main() -> None:
     parser.add_argument("--client", choices=["python", "kcat"], default="python")
     parser.add_argument("--only", choices=["knode", "mock"])
     parser.add_argument("--py-spy", metavar="FILE")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a knode config key"
+    )
     args = parser.parse_args()
 
     import confluent_kafka

@@ -1,7 +1,7 @@
 """Transactional produce cost on one knode (issue 15).
 
     .venv/bin/python bench/transactions.py [--messages 200000] [--per-transaction 1000]
-                                           [--small 300] [--repeat 3]
+                                           [--small 300] [--repeat 3] [--py-spy FILE]
 
 Starts one `knode` (tests/support/cluster.py, temporary data dir), then, in ONE run and
 `--repeat` times:
@@ -15,7 +15,9 @@ Starts one `knode` (tests/support/cluster.py, temporary data dir), then, in ONE 
 * small transactions: `--small` transactions of one record each, committed one after the
   other: commits per second (each is AddPartitionsToTxn, Produce, EndTxn and the marker).
 
-Median and range over the repeats are printed.
+Median and range over the repeats are printed. `--py-spy FILE` records the knode with
+py-spy (`pip install py-spy`) during the first repeat's transactional phase and prints its
+hot spots (as bench/produce_consume.py does).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from produce_consume import py_spy
 
 from tests.support.cluster import KnodeCluster
 
@@ -107,6 +112,7 @@ def main() -> None:
     parser.add_argument("--per-transaction", type=int, default=1000)
     parser.add_argument("--small", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--py-spy", metavar="FILE")
     args = parser.parse_args()
     settings = [
         "transaction.state.log.num.partitions=4",
@@ -127,9 +133,12 @@ def main() -> None:
         commits: list[float] = []
         for repeat in range(args.repeat):
             idem = idempotent_rate(bootstrap, "bench-idem", args.messages)
-            txn = transactional_rate(
-                bootstrap, "bench-txn", args.messages, args.per_transaction, f"bench-{repeat}"
-            )
+            process = cluster.nodes[1].process
+            assert process is not None
+            with py_spy(process.pid, args.py_spy if repeat == 0 else None):
+                txn = transactional_rate(
+                    bootstrap, "bench-txn", args.messages, args.per_transaction, f"bench-{repeat}"
+                )
             small = commits_per_second(bootstrap, "bench-small", args.small, f"small-{repeat}")
             idempotent.append(idem)
             transactional.append(txn)

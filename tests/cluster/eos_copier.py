@@ -9,22 +9,73 @@ and prints one JSON line per committed transaction: {"event": "committed", "coun
 An abortable error aborts the transaction and rewinds to the committed offsets; a fatal
 one (e.g. fenced by a newer instance) exits with code 3. Exits 0 after `idle_exit_s`
 without input.
+
+A watchdog exits with code 4 ({"event": "stuck"}) when a transactional call runs
+`STUCK_GRACE_S` past its own timeout: librdkafka 2.16's send_offsets_to_transaction can
+wait forever (and ignores its timeout) when the cached group coordinator was removed from
+the cluster's metadata while it was down - confluentinc/librdkafka#5511 and #5456, open:
+the coordinator request waits for a state change of a broker whose thread librdkafka
+already ended. The supervisor (the test) restarts the copier with the same transactional
+id, as an operator would; exactly-once must hold across that too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+API_TIMEOUT_S = 60.0
+STUCK_GRACE_S = 20.0
+STUCK_EXIT = 4
+
+T = TypeVar("T")
 
 
 def emit(**fields: Any) -> None:
     sys.stdout.write(json.dumps(fields) + "\n")
     sys.stdout.flush()
+
+
+class Watchdog:
+    """Exits the process when one call runs STUCK_GRACE_S past API_TIMEOUT_S."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._call: tuple[str, float] | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def run(self, call: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            self._call = (call.__name__, time.monotonic())
+        try:
+            return call(*args)
+        finally:
+            with self._lock:
+                self._call = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                current = self._call
+            if current is not None and time.monotonic() - current[1] > (
+                API_TIMEOUT_S + STUCK_GRACE_S
+            ):
+                emit(event="stuck", call=current[0], seconds=round(time.monotonic() - current[1]))
+                os._exit(STUCK_EXIT)
+
+
+WATCHDOG = Watchdog()
 
 
 def rewind(consumer: Consumer) -> None:
@@ -40,21 +91,21 @@ def commit(producer: Producer) -> None:
     """commit_transaction, retried while librdkafka says the error is retriable."""
     for _ in range(10):
         try:
-            producer.commit_transaction(60)
+            WATCHDOG.run(producer.commit_transaction, API_TIMEOUT_S)
             return
         except KafkaException as raised:
             error = raised.args[0]
             if not error.retriable() or error.txn_requires_abort() or error.fatal():
                 raise
             emit(event="retry-commit", error=str(error))
-    producer.commit_transaction(60)
+    WATCHDOG.run(producer.commit_transaction, API_TIMEOUT_S)
 
 
 def abort(producer: Producer) -> bool:
     """abort_transaction, retried while retriable; False after a fatal error."""
     for _ in range(10):
         try:
-            producer.abort_transaction(60)
+            WATCHDOG.run(producer.abort_transaction, API_TIMEOUT_S)
             return True
         except KafkaException as raised:
             error = raised.args[0]
@@ -74,6 +125,7 @@ def main() -> int:
     parser.add_argument("--per-transaction", type=int, default=200)
     parser.add_argument("--idle-exit-s", type=float, default=20.0)
     args = parser.parse_args()
+    WATCHDOG.start()
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
@@ -91,11 +143,12 @@ def main() -> int:
             "bootstrap.servers": args.bootstrap,
             "transactional.id": args.transactional_id,
             "transaction.timeout.ms": 20000,
-            "debug": "eos",  # the transaction state machine, to stderr (kept by the test)
+            # the transaction state machine and every request, to stderr (kept by the test)
+            "debug": "eos,protocol",
             "linger.ms": 10,
         }
     )
-    producer.init_transactions(60)
+    WATCHDOG.run(producer.init_transactions, API_TIMEOUT_S)
     consumer.subscribe([args.source])
     emit(event="ready")
     idle_since = time.monotonic()
@@ -108,9 +161,9 @@ def main() -> int:
             producer.begin_transaction()
             for message in messages:
                 producer.produce(args.target, message.value(), key=message.key())
-            producer.send_offsets_to_transaction(
-                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 60
-            )
+            positions = consumer.position(consumer.assignment())
+            metadata = consumer.consumer_group_metadata()
+            WATCHDOG.run(producer.send_offsets_to_transaction, positions, metadata, API_TIMEOUT_S)
             commit(producer)
         except KafkaException as raised:
             error = raised.args[0]

@@ -25,6 +25,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from tests.cluster import forged, secure_clients
+from tests.cluster.java_support import java_command, run_program
 from tests.cluster.rawkafka import frame_request, read_frame
 from tests.cluster.secure_clients import Security
 from tests.support.certs import CertificateAuthority, Pem
@@ -449,3 +450,54 @@ def test_sessions_expire_and_librdkafka_reauthenticates(secure_node: SecureNode)
     ]
     # Only the raw connection above was cut: librdkafka re-authenticated in time.
     assert len(closed) == 1, closed
+
+
+def _java_security_properties(secure_node: SecureNode, listener: str) -> str:
+    """Kafka's client settings for the Java client, PEM stores inline (KIP-651:
+    ssl.truststore.certificates, ssl.keystore.certificate.chain + ssl.keystore.key)."""
+
+    def inline(path: Path) -> str:
+        return path.read_text().strip().replace("\n", "\\n")
+
+    lines = [
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.certificates={inline(secure_node.ca.ca_file)}",
+    ]
+    if listener == "SCRAM":
+        lines += [
+            "security.protocol=SASL_SSL",
+            "sasl.mechanism=SCRAM-SHA-512",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="carol" password="carol-secret";',
+        ]
+    else:
+        lines += [
+            "security.protocol=SSL",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.certificate.chain={inline(secure_node.client_cert.cert)}",
+            f"ssl.keystore.key={inline(secure_node.client_cert.key)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("listener", ["SCRAM", "MTLS"])
+def test_java_client_over_scram_and_mtls(
+    secure_node: SecureNode, listener: str, tmp_path: Path
+) -> None:
+    """Kafka's Java client (tests/java SecureClients): SASL_SSL with SCRAM-SHA-512, and SSL
+    with a client certificate; admin calls, an acks=all producer and a group consumer."""
+    java_command()  # fails at once when tests/java is not built
+    properties = tmp_path / "java-client.properties"
+    properties.write_text(_java_security_properties(secure_node, listener))
+    topic = f"sec-java-{listener.lower()}"
+    count = 50
+    records, _ = run_program(
+        "SecureClients", secure_node.bootstrap(listener), str(properties), topic, str(count)
+    )
+    (result,) = records
+    assert result["partitions"] == 2 and result["nodes"] == 1, result
+    assert result["sent"] == count, result
+    assert result["received"] == count, result
+    assert result["committed_total"] == count, result
+    assert result["group_listed"] is True, result

@@ -11,6 +11,9 @@ send_offsets_to_transaction, while
 
 A read_committed consumer of `eos-out` then sees every number exactly once, and a
 read_uncommitted one sees all of them too (plus whatever the aborted transactions wrote).
+
+A copier that reports itself stuck (librdkafka#5511, see eos_copier.py) is restarted with
+the same transactional.id by `Copiers`, at most three times.
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from tests.cluster.eos_copier import STUCK_EXIT
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
 from trafka.group.hashing import partition_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-TOTAL = 20_000
+TOTAL = 100_000
+PER_TRANSACTION = 500
+STAGE = TOTAL // 20  # records copied between failures
 PARTITIONS = 3
 TRANSACTIONAL_ID = "eos-copier"
 SETTINGS = [
@@ -85,6 +91,8 @@ class Copier:
                 "eos-group",
                 "--transactional-id",
                 TRANSACTIONAL_ID,
+                "--per-transaction",
+                str(PER_TRANSACTION),
                 "--idle-exit-s",
                 "25",
             ],
@@ -140,7 +148,7 @@ def fill_input(bootstrap: str) -> None:
         producer.produce("eos-in", str(number).encode(), key=str(number).encode())
         if number % 1000 == 0:
             producer.poll(0)
-    assert producer.flush(60) == 0
+    assert producer.flush(120) == 0
 
 
 def leader_of(bootstrap: str, topic: str, partition: int) -> int:
@@ -201,52 +209,95 @@ def restart_when_down(cluster: KnodeCluster, node_id: int) -> None:
     )
 
 
+class Copiers:
+    """The copier processes, one after another, all with the same transactional.id.
+
+    A copier that reports itself stuck (exit code 4: librdkafka's send_offsets_to_transaction
+    can wait forever after the group coordinator left the metadata, see eos_copier.py) is
+    restarted, as a supervisor would; at most MAX_STUCK times."""
+
+    MAX_STUCK = 3
+
+    def __init__(self, cluster: KnodeCluster) -> None:
+        self.cluster = cluster
+        self.all: list[Copier] = []
+        self.stuck = 0
+        self.start()
+
+    @property
+    def current(self) -> Copier:
+        return self.all[-1]
+
+    @property
+    def committed(self) -> int:
+        return sum(copier.committed for copier in self.all)
+
+    def start(self) -> None:
+        self.all.append(Copier(self.cluster))
+
+    def supervise(self) -> None:
+        if self.current.process.poll() == STUCK_EXIT:
+            self.stuck += 1
+            assert self.stuck <= self.MAX_STUCK, f"the copier got stuck {self.stuck} times"
+            self.current.wait(timeout_s=10)
+            self.start()
+
+    def progressed_to(self, count: int) -> bool:
+        self.supervise()
+        return self.committed >= count
+
+    def wait_done(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.current.wait(timeout_s=max(1.0, deadline - time.monotonic()))
+            if code != STUCK_EXIT:
+                return code
+            self.supervise()
+
+
 def test_exactly_once_copy_through_failures(cluster: KnodeCluster) -> None:
-    copiers: list[Copier] = []
+    create_topics(cluster.bootstrap_servers)
+    fill_input(cluster.bootstrap_servers)
+    copiers = Copiers(cluster)
     try:
         _copy_through_failures(cluster, copiers)
     except AssertionError as error:
         error.add_note(cluster.describe_failure())
-        for copier in copiers:
+        for copier in copiers.all:
             error.add_note(copier.describe())
         raise
-
-
-def _copy_through_failures(cluster: KnodeCluster, copiers: list[Copier]) -> None:
-    bootstrap = cluster.bootstrap_servers
-    create_topics(bootstrap)
-    fill_input(bootstrap)
-    copier = Copier(cluster)
-    copiers.append(copier)
-    try:
-        wait_until(lambda: copier.committed >= TOTAL // 8, timeout_s=180, what="copier progress")
-        # (a) the transaction coordinator's node
-        partition = partition_for(TRANSACTIONAL_ID, 3)
-        coordinator = leader_of(bootstrap, "__transaction_state", partition)
-        restart_when_down(cluster, coordinator)
-        progress = copier.committed
-        wait_until(
-            lambda: copier.committed >= progress + TOTAL // 8,
-            timeout_s=180,
-            what="progress after the coordinator's node was killed",
-        )
-        # (b) an output partition's leader
-        output_leader = leader_of(bootstrap, "eos-out", 0)
-        restart_when_down(cluster, output_leader)
-        progress = copier.committed
-        wait_until(
-            lambda: copier.committed >= progress + TOTAL // 8,
-            timeout_s=180,
-            what="progress after an output leader was killed",
-        )
-        # (c) the copier itself, restarted with the same transactional.id
-        copier.kill()
-        copier = Copier(cluster)
-        copiers.append(copier)
-        assert copier.wait(timeout_s=600) == 0, copier.events[-5:]
     finally:
-        if copier.process.poll() is None:
-            copier.kill()
+        if copiers.current.process.poll() is None:
+            copiers.current.kill()
+
+
+def _copy_through_failures(cluster: KnodeCluster, copiers: Copiers) -> None:
+    bootstrap = cluster.bootstrap_servers
+    wait_until(lambda: copiers.progressed_to(STAGE), timeout_s=180, what="copier progress")
+    # (a) the transaction coordinator's node
+    partition = partition_for(TRANSACTIONAL_ID, 3)
+    coordinator = leader_of(bootstrap, "__transaction_state", partition)
+    restart_when_down(cluster, coordinator)
+    progress = copiers.committed
+    wait_until(
+        lambda: copiers.progressed_to(progress + STAGE),
+        timeout_s=180,
+        what="progress after the coordinator's node was killed",
+    )
+    # (b) an output partition's leader
+    output_leader = leader_of(bootstrap, "eos-out", 0)
+    restart_when_down(cluster, output_leader)
+    progress = copiers.committed
+    wait_until(
+        lambda: copiers.progressed_to(progress + STAGE),
+        timeout_s=180,
+        what="progress after an output leader was killed",
+    )
+    # (c) the copier itself, restarted with the same transactional.id
+    copiers.current.kill()
+    copiers.start()
+    code = copiers.wait_done(timeout_s=900)
+    assert code == 0, copiers.current.events[-5:]
     committed = read_all(bootstrap, "read_committed", TOTAL)
     counts = Counter(committed)
     duplicates = [number for number, count in counts.items() if count > 1]

@@ -26,6 +26,7 @@ from trafka.group.messages import (
 from trafka.log.batch import set_base_offset
 from trafka.log.records import iter_batches
 from trafka.node.group_service import GroupService
+from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 
 NUM_PARTITIONS = 4
 
@@ -67,6 +68,20 @@ class BrokerInfo:
 class FakeReplicaManager:
     logs: dict[int, list[bytes]] = field(default_factory=dict)
     append_error: int = 0
+    owner: FakeBroker | None = None
+    demoted: bool = False  # LeaderAndIsr took every leadership away; the topic is stale
+
+    @property
+    def leaders(self) -> dict[ReplicaPartition, PartitionState]:
+        """What LeaderAndIsr made this node lead (here: what the owner's topic says)."""
+        owner = self.owner
+        if owner is None or owner.topic is None or self.demoted:
+            return {}
+        return {
+            ReplicaPartition(OFFSETS_TOPIC, partition): state
+            for partition, state in owner.topic.partitions.items()
+            if state.leader == owner.node_id
+        }
 
     async def append(
         self, topic: str, partition: int, records: bytes, *, required_acks: int, timeout_ms: int
@@ -134,6 +149,9 @@ class FakeBroker:
     brokers: dict[int, BrokerInfo] = field(
         default_factory=lambda: {1: BrokerInfo(1, "127.0.0.1", 9092)}
     )
+
+    def __post_init__(self) -> None:
+        self.replica_manager.owner = self
 
     @property
     def topics(self) -> FakeBroker:
@@ -292,3 +310,23 @@ async def test_the_timer_completes_a_rebalance_at_its_timeout() -> None:
             == ErrorCode.unknown_member_id
         )
         nursery.cancel_scope.cancel()
+
+
+async def test_a_stale_metadata_cache_makes_no_coordinator() -> None:
+    """A node restarted after a failover may read a metadata cache that still names it the
+    leader of the group's partition: only the replica manager's leadership (LeaderAndIsr)
+    makes it the coordinator, else it would answer OffsetFetch from its own stale log."""
+    broker = FakeBroker()
+    service = service_of(broker)
+    await service.find_coordinator("g")
+    member_id, generation = await form_group(service)
+    assert [e.error for e in await service.offset_commit(commit(member_id, generation, 7))] == [
+        ErrorCode.none
+    ]
+    broker.replica_manager.demoted = True  # the topic still says node 1 leads, epoch 0
+    fetched = await service.offset_fetch("g", (TopicPartition("t", 0),))
+    assert fetched.error == ErrorCode.not_coordinator
+    assert service._partitions == {}
+    broker.replica_manager.demoted = False
+    fetched = await service.offset_fetch("g", (TopicPartition("t", 0),))
+    assert [p.offset for p in fetched.partitions] == [7]

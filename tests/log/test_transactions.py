@@ -244,3 +244,79 @@ def test_compaction_removes_aborted_records_and_keeps_the_index(tmp_path: Path) 
     reopened = open_log(tmp_path / "t-0", had_clean_shutdown=True)
     assert reopened.collect_aborted_transactions(0, 5) == [AbortedTxn(8, 2, 3, 4)]
     reopened.close()
+
+
+def test_compaction_removes_markers_after_delete_retention(tmp_path: Path) -> None:
+    """Kafka's second pass: a marker whose transaction has no batch left gets a delete
+    horizon (delete.retention.ms), and the first pass after it removes the marker and its
+    `.txnindex` entry; markers that still guard batches stay."""
+    from trafka.log.cleaner import clean_log
+
+    retention = 1_000
+    config = LogConfig(
+        cleanup_policy=frozenset({"compact"}), segment_bytes=4096, delete_retention_ms=retention
+    )
+    log = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW)
+
+    def keyed(pid: int, sequence: int, key: bytes, value: bytes) -> None:
+        batch = build_batch(
+            [NewRecord(value, key=key, timestamp=NOW)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        log.append_as_leader(batch, leader_epoch=0, now_ms=NOW)
+
+    keyed(7, 0, b"a", b"old")  # 0: compacted away by offset 4
+    end(log, 7, True)  # 1: guards nothing once 0 is gone
+    keyed(8, 0, b"b", b"aborted")  # 2: removed with its aborted transaction
+    end(log, 8, False)  # 3: guards nothing once 2 is gone
+    keyed(7, 1, b"a", b"new")  # 4
+    end(log, 7, True)  # 5: guards 4
+    keyed(8, 1, b"c", b"committed")  # 6
+    end(log, 8, True)  # 7: guards 6
+    log.roll(NOW)
+    log.append_as_leader(
+        build_batch([NewRecord(b"x", key=b"z", timestamp=NOW)]), leader_epoch=0, now_ms=NOW
+    )  # 8: the active segment
+    log.update_high_watermark(log.log_end_offset)
+
+    def control_offsets() -> list[int]:
+        data = log.read(0, max_bytes=1 << 20).to_bytes()
+        return [b.header.base_offset for b in iter_batches(data) if b.header.is_control]
+
+    first = clean_log(log, now_ms=NOW, first_dirty_offset=0, force=True)
+    assert first is not None and first.records_removed == 2 and first.markers_removed == 0
+    assert first.next_tombstone_horizon_ms is None  # 1 and 3 still guarded batches 0 and 2
+    assert control_offsets() == [1, 3, 5, 7]
+    assert log.collect_aborted_transactions(0, 9) == [AbortedTxn(8, 2, 3, 4)]
+
+    second = clean_log(log, now_ms=NOW + 10, first_dirty_offset=0, force=True)
+    assert second is not None and second.markers_removed == 0
+    assert second.next_tombstone_horizon_ms == NOW + 10 + retention  # 1 and 3: horizons
+    assert control_offsets() == [1, 3, 5, 7]
+
+    early = clean_log(log, now_ms=NOW + 10 + retention - 1, first_dirty_offset=0, force=True)
+    assert early is None or early.markers_removed == 0
+    assert control_offsets() == [1, 3, 5, 7]
+
+    last = clean_log(log, now_ms=NOW + 10 + retention, first_dirty_offset=0, force=True)
+    assert last is not None and last.markers_removed == 2
+    assert last.next_tombstone_horizon_ms is None
+    assert control_offsets() == [5, 7]
+    assert log.collect_aborted_transactions(0, 9) == []
+    values = [
+        (r.offset, r.value)
+        for b in iter_batches(log.read(0, max_bytes=1 << 20).to_bytes())
+        if not b.header.is_control
+        for r in b.records
+    ]
+    assert values == [(4, b"new"), (6, b"committed")]  # the cleaned segment
+    assert log.last_stable_offset == log.log_end_offset == 9
+    log.close()
+    reopened = open_log(tmp_path / "t-0")  # recovery: no transaction open, nothing aborted
+    reopened.update_high_watermark(reopened.log_end_offset)
+    assert reopened.last_stable_offset == 9
+    assert reopened.collect_aborted_transactions(0, 9) == []
+    reopened.close()

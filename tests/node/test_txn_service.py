@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from trafka.log.config import LogConfig
 from trafka.log.partition_log import PartitionLog
 from trafka.log.records import NewRecord, build_batch
+from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.txn_service import TransactionService
 from trafka.txn.config import TRANSACTION_STATE_TOPIC
 from trafka.txn.coordinator import TopicPartition
@@ -62,10 +63,30 @@ class Result:
 
 
 @dataclass
+class LeaderState:
+    leader_epoch: int
+
+
+@dataclass
 class ReplicaManager:
     directory: Path
+    topics: Topics
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
     fail_appends: bool = False
+    demoted: bool = False  # LeaderAndIsr took every leadership away; `topics` is stale
+    marker_delay_s: float = 0.0  # how long writing a marker takes (replication)
+
+    @property
+    def leaders(self) -> dict[ReplicaPartition, LeaderState]:
+        """What LeaderAndIsr made node 1 lead (here: what `topics` says node 1 leads)."""
+        if self.demoted:
+            return {}
+        return {
+            ReplicaPartition(name, index): LeaderState(state.leader_epoch)
+            for name, topic in self.topics.topics.items()
+            for index, state in topic.partitions.items()
+            if state.leader == 1
+        }
 
     def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         key = (topic, partition)
@@ -87,6 +108,7 @@ class ReplicaManager:
 
     async def append_end_transaction_marker(self, topic: str, partition: int, **kw: Any) -> int:
         kw.pop("timeout_ms")
+        await trio.sleep(self.marker_delay_s)
         log = self.get_or_create_log(topic, partition)
         log.append_end_transaction_marker(leader_epoch=0, now_ms=NOW, **kw)
         log.update_high_watermark(log.log_end_offset)
@@ -135,7 +157,7 @@ class Broker:
     """The ports the service is built from, as the composition root would pass them."""
 
     replica_manager: ReplicaManager
-    topics: Topics = field(default_factory=Topics)
+    topics: Topics
 
     def service(self) -> TransactionService:
         return TransactionService(
@@ -151,7 +173,8 @@ class Broker:
 
 
 def make_broker(tmp_path: Path) -> Broker:
-    broker = Broker(ReplicaManager(tmp_path))
+    topics = Topics()
+    broker = Broker(ReplicaManager(tmp_path, topics), topics)
     broker.topics.topics[TRANSACTION_STATE_TOPIC] = TopicState({0: PartitionState(1, 0)})
     broker.topics.topics["data"] = TopicState({0: PartitionState(1, 0)})
     return broker
@@ -254,3 +277,40 @@ async def test_failed_append_unloads_and_reloads_from_the_log(tmp_path: Path) ->
     assert (described.state, described.partitions) == ("Empty", ())
     other = await service.find_coordinator("")
     assert other[0] == ErrorCode.invalid_request
+
+
+async def test_a_stale_metadata_cache_makes_no_coordinator(tmp_path: Path) -> None:
+    """A node restarted after a failover may read a metadata cache that still names it the
+    leader of a `__transaction_state` partition: only the replica manager's leadership (the
+    controller's LeaderAndIsr) makes it a coordinator, else it would load the partition and
+    resend old markers with a stale coordinator epoch."""
+    broker = make_broker(tmp_path)
+    service = broker.service()
+    result = await service.init_producer_id("tx", 10_000, -1, -1)
+    assert result.error == ErrorCode.none
+    broker.replica_manager.demoted = True
+    again = await service.init_producer_id("tx", 10_000, -1, -1)
+    assert again.error == ErrorCode.not_coordinator
+    assert service._partitions == {}
+    broker.replica_manager.demoted = False
+    assert (await service.init_producer_id("tx", 10_000, -1, -1)).error == ErrorCode.none
+
+
+async def test_the_next_transaction_waits_for_the_markers_not_the_client(tmp_path: Path) -> None:
+    """AddPartitionsToTxn right after EndTxn (what every client does) finds the markers still
+    being written: the coordinator waits for its marker task and answers NONE, instead of
+    CONCURRENT_TRANSACTIONS and a client backoff of 20-100 ms per transaction."""
+    broker = make_broker(tmp_path)
+    broker.replica_manager.marker_delay_s = 0.05
+    service = broker.service()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        result = await service.init_producer_id("tx", 10_000, -1, -1)
+        pid, epoch = result.producer_id, result.producer_epoch
+        for _ in range(5):
+            assert await service.add_partitions("tx", pid, epoch, (DATA,)) == ErrorCode.none
+            write_data(broker, pid, epoch)
+            assert await service.end_transaction("tx", pid, epoch, True) == ErrorCode.none
+        described = await service.describe("tx")
+        assert described.state in ("PrepareCommit", "CompleteCommit")
+        nursery.cancel_scope.cancel()

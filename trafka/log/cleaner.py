@@ -24,7 +24,15 @@ One pass of `clean_log` on a `cleanup.policy=compact` (or `compact,delete`) log:
    * records of aborted transactions (from the segments' `.txnindex`) are removed, and
      kept out of the offset map so they never shadow a committed value (Kafka's cleaner);
      the `.txnindex` entries move with their ABORT markers to the output segments;
-   * control batches and legacy (magic 0/1) entries are copied unchanged.
+   * transaction markers (Kafka's second pass, `CleanedTransactionMetadata`): read in
+     offset order, a COMMIT/ABORT marker whose transaction has no batch left in the log
+     (its records were compacted or, aborted, removed by an earlier pass) can go. Its
+     batch first gets a delete horizon (`now + delete.retention.ms`, as tombstones do, so
+     a read_committed consumer that saw the transaction's data also sees its marker); a
+     pass after the horizon removes it, with its `.txnindex` entry. A marker is kept
+     while any batch of its transaction remains (a producer's latest data batch is kept,
+     empty, for its producer state, and so keeps its marker too);
+   * other control batches and legacy (magic 0/1) entries are copied unchanged.
    Source segments are grouped so an output stays within `segment.bytes`.
 3. Under the lock again: if the segment layout is unchanged (no retention, truncation or
    DeleteRecords-driven removal in between; otherwise the pass is abandoned), swap the
@@ -37,9 +45,9 @@ next to the log as `<base>.log.swap` (+ `.index.swap`, `.timeindex.swap`), then 
 are renamed `.deleted`, swaps renamed to their final names, and the marker removed. On
 open, `.swap` files without a marker are discarded; with a marker the swap is completed.
 
-Not implemented: removal of transaction markers after `delete.retention.ms` (Kafka's
-second pass; they are kept), `log.cleaner.io.max.bytes.per.second` throttling, several
-cleaner threads.
+Not implemented: `log.cleaner.io.max.bytes.per.second` throttling, several cleaner
+threads; a marker whose horizon passed but that is its producer's latest batch is kept
+whole (Kafka keeps it as an empty batch).
 """
 
 from __future__ import annotations
@@ -48,13 +56,15 @@ import contextlib
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trafka.log.config import INT_MAX, LONG_MAX, LogConfig
+from trafka.log.control import ControlRecordType, decode_control_key
 from trafka.log.errors import CorruptRecordError, LogError
 from trafka.log.partition_log import CLEANER_TMP_DIR, PartitionLog
 from trafka.log.records import NewRecord, RecordBatch, build_batch, decode_batch
 from trafka.log.segment import EntryInfo, LogSegment, entry_info_at, iter_entries_in
+from trafka.log.txn_index import AbortedTxn
 
 MAX_OFFSET_MAP_ENTRIES = 2_000_000
 """Keys per pass (Kafka bounds this by log.cleaner.dedupe.buffer.size, 128 MiB)."""
@@ -74,13 +84,16 @@ class CleanResult:
     records_removed: int
     tombstones_removed: int
     next_tombstone_horizon_ms: int | None
-    """The earliest delete horizon of a tombstone still in the log (None if none)."""
+    """The earliest delete horizon of a tombstone or transaction marker still in the log
+    (None if none): the next pass that can remove something."""
+    markers_removed: int = 0
 
 
 @dataclass(slots=True)
 class _Counters:
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
     next_horizon_ms: int | None = None
 
     def horizon(self, horizon_ms: int) -> None:
@@ -200,6 +213,57 @@ def _is_aborted(info: EntryInfo, aborted: dict[int, list[tuple[int, int]]]) -> b
     )
 
 
+@dataclass(slots=True)
+class _TransactionScan:
+    """Kafka's `CleanedTransactionMetadata`: fed every batch of a pass in offset order, it
+    says whether a transaction marker still has batches of its transaction before it."""
+
+    pending: list[AbortedTxn]
+    """The `.txnindex` entries not reached yet, by first offset."""
+    aborted: dict[int, tuple[AbortedTxn, bool]] = field(default_factory=dict)
+    """producer id -> its aborted transaction under way, and whether a batch was seen."""
+    committed: set[int] = field(default_factory=set)
+    """Producers with a (not aborted) transactional batch since their last marker."""
+
+    @classmethod
+    def of(cls, segments: list[LogSegment]) -> _TransactionScan:
+        entries = [entry for segment in segments for entry in segment.txn_index.entries]
+        return cls(sorted(entries, key=lambda e: e.first_offset, reverse=True))
+
+    def _reach(self, offset: int) -> None:
+        while self.pending and self.pending[-1].first_offset <= offset:
+            entry = self.pending.pop()
+            self.aborted[entry.producer_id] = (entry, False)
+
+    def on_data(self, info: EntryInfo) -> None:
+        self._reach(info.last_offset)
+        if not info.is_transactional or info.producer_id < 0:
+            return
+        under_way = self.aborted.get(info.producer_id)
+        if under_way is not None:
+            self.aborted[info.producer_id] = (under_way[0], True)
+        else:
+            self.committed.add(info.producer_id)
+
+    def on_marker(self, info: EntryInfo, batch: RecordBatch) -> bool:
+        """True if the marker guards no batch any more (it may be removed)."""
+        self._reach(info.last_offset)
+        if not batch.records:
+            return True  # an emptied control batch
+        try:
+            kind = decode_control_key(batch.records[0].key).type
+        except CorruptRecordError:
+            return False
+        if kind is ControlRecordType.ABORT:
+            under_way = self.aborted.pop(info.producer_id, None)
+            return under_way is None or not under_way[1]
+        if kind is ControlRecordType.COMMIT:
+            seen = info.producer_id in self.committed
+            self.committed.discard(info.producer_id)
+            return not seen
+        return False  # another control record: kept
+
+
 def _build_offset_map(
     dirty: list[LogSegment],
     fds: dict[int, int],
@@ -260,22 +324,33 @@ def _clean_segments(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     counters = _Counters()
+    scan = _TransactionScan.of(to_clean)
+    removed_markers: set[int] = set()
     outputs: list[tuple[list[LogSegment], list[LogSegment]]] = []
     for group in _groups(to_clean, config):
         written: list[LogSegment] = []
         for source in group:
             for info, data in _iter_batches(source, fds[id(source)]):
-                kept = _clean_batch(
-                    info,
-                    data,
-                    offset_map,
-                    map_end,
-                    now_ms,
-                    config,
-                    counters,
-                    producer_last_offsets,
-                    _is_aborted(info, aborted),
-                )
+                if info.magic >= 2 and info.is_control:
+                    kept = _clean_marker(
+                        info, data, scan, now_ms, config, counters, producer_last_offsets
+                    )
+                    if kept is None:
+                        removed_markers.add(info.last_offset)
+                        continue
+                else:
+                    scan.on_data(info)
+                    kept = _clean_batch(
+                        info,
+                        data,
+                        offset_map,
+                        map_end,
+                        now_ms,
+                        config,
+                        counters,
+                        producer_last_offsets,
+                        _is_aborted(info, aborted),
+                    )
                 if kept is None:
                     continue
                 kept_info = entry_info_at(kept, 0, 0)
@@ -297,7 +372,7 @@ def _clean_segments(
                 written[-1].append([kept], [kept_info])
         if written:
             written[-1].close()
-        _carry_aborted_transactions(group, written)
+        _carry_aborted_transactions(group, written, removed_markers)
         outputs.append((group, written))
     bytes_before = sum(s.size for s in to_clean)
     bytes_after = sum(s.size for _, written in outputs for s in written)
@@ -306,7 +381,8 @@ def _clean_segments(
         return None
     shutil.rmtree(tmp, ignore_errors=True)
     logger.info(
-        "%s: cleaned %d segment(s) up to %d: %d -> %d bytes, %d records and %d tombstones removed",
+        "%s: cleaned %d segment(s) up to %d: %d -> %d bytes, %d records, %d tombstones and "
+        "%d transaction markers removed",
         log.directory,
         len(to_clean),
         map_end,
@@ -314,6 +390,7 @@ def _clean_segments(
         bytes_after,
         counters.records_removed,
         counters.tombstones_removed,
+        counters.markers_removed,
     )
     return CleanResult(
         first_dirty_offset=map_end,
@@ -323,13 +400,18 @@ def _clean_segments(
         records_removed=counters.records_removed,
         tombstones_removed=counters.tombstones_removed,
         next_tombstone_horizon_ms=counters.next_horizon_ms,
+        markers_removed=counters.markers_removed,
     )
 
 
-def _carry_aborted_transactions(group: list[LogSegment], written: list[LogSegment]) -> None:
-    """The sources' `.txnindex` entries go to the output holding their ABORT marker (control
-    batches are copied unchanged, so every marker is still there)."""
+def _carry_aborted_transactions(
+    group: list[LogSegment], written: list[LogSegment], removed_markers: set[int]
+) -> None:
+    """The sources' `.txnindex` entries go to the output holding their ABORT marker; the
+    entry of a removed marker goes with it (its transaction has no batch left)."""
     for entry in (entry for source in group for entry in source.txn_index.entries):
+        if entry.last_offset in removed_markers:
+            continue
         target = None
         for segment in written:
             if segment.base_offset <= entry.last_offset:
@@ -342,6 +424,61 @@ def _no_time_roll(config: LogConfig) -> LogConfig:
     import dataclasses
 
     return dataclasses.replace(config, segment_ms=LONG_MAX)
+
+
+def _clean_marker(
+    info: EntryInfo,
+    data: bytes,
+    scan: _TransactionScan,
+    now_ms: int,
+    config: LogConfig,
+    counters: _Counters,
+    producer_last_offsets: dict[int, int],
+) -> bytes | None:
+    """A control batch as it should remain (None: remove it). A marker that guards no batch
+    gets a delete horizon, and is removed by the first pass after it."""
+    try:
+        decoded = _decode(data)
+    except CorruptRecordError as error:
+        raise LogError(f"batch at offset {info.base_offset}: {error}") from error
+    if not scan.on_marker(info, decoded):
+        return data
+    horizon = decoded.delete_horizon_ms
+    if horizon is not None and now_ms >= horizon:
+        if producer_last_offsets.get(info.producer_id) == info.last_offset:
+            return data  # its producer's latest batch: kept for the producer state
+        counters.markers_removed += 1
+        return None
+    if horizon is not None:
+        counters.horizon(horizon)
+        return data
+    horizon = now_ms + config.delete_retention_ms
+    counters.horizon(horizon)
+    header = decoded.header
+    return build_batch(
+        [
+            NewRecord(
+                record.value,
+                key=record.key,
+                headers=record.headers,
+                timestamp=record.timestamp,
+                offset_delta=record.offset - header.base_offset,
+            )
+            for record in decoded.records
+        ],
+        base_offset=header.base_offset,
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional,
+        is_control=True,
+        timestamp_type=header.timestamp_type,
+        now_ms=header.max_timestamp,
+        delete_horizon_ms=horizon,
+        last_offset_delta=header.last_offset_delta,
+    )
 
 
 def _clean_batch(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +40,8 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
+    ssl_context_source: Callable[[], ssl.SSLContext] | None = None
+    """When set, the context of each new connection (`trafka.net.tls.ReloadingContext`)."""
 
     @property
     def uses_tls(self) -> bool:
@@ -57,8 +60,11 @@ async def secure(
         return stream.socket
     from .tls import client_transport
 
-    assert security.ssl_context is not None
-    return await client_transport(stream, security.ssl_context, host, timeout_s)
+    context = security.ssl_context
+    if security.ssl_context_source is not None:
+        context = security.ssl_context_source()
+    assert context is not None
+    return await client_transport(stream, context, host, timeout_s)
 
 
 async def authenticate(connection: _Requester, security: ClientSecurity) -> None:

@@ -2,11 +2,12 @@
 
 A handler computes one answer (topics, partitions, error codes as ints, times in ms) and
 `build(ResponseClass, data)` turns it into the kio dataclass of the version the client asked
-for: fields the version lacks are dropped, fields the data lacks take the dataclass default
-or the type's zero value, and Kafka's wire types are converted (ms -> `timedelta` for
-`timedelta_i32/64`, ms -> aware `datetime` for `datetime_i64` with -1 -> None where nullable,
-int -> `ErrorCode`). This keeps one handler per API instead of one per version (STYLE §2)
-without hand-parsing anything (STYLE §3).
+for: fields the version lacks are dropped (a name that no struct of any version of the API
+has raises `UnknownField`: a misspelt field fails at once instead of being sent as zero),
+fields the data lacks take the dataclass default or the type's zero value, and Kafka's wire
+types are converted (ms -> `timedelta` for `timedelta_i32/64`, ms -> aware `datetime` for
+`datetime_i64` with -1 -> None where nullable, int -> `ErrorCode`). This keeps one handler
+per API instead of one per version (STYLE §2) without hand-parsing anything (STYLE §3).
 
 `response_class(request)` finds the kio response class paired with a decoded request.
 """
@@ -15,6 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
+import pkgutil
+import sys
 import types
 import typing
 import uuid
@@ -24,12 +28,15 @@ from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from trafka.net import codec
+from trafka.net.messages import DECLARED_REQUESTS, DECLARED_RESPONSES
 
 _UTC = datetime.UTC
 _ZERO_UUID = uuid.UUID(int=0)
+_API_KEYS_BY_NAME = {name: key for key, name in api_key_map.items()}
 
 
 def response_class(request: Any) -> type[Any]:
@@ -61,7 +68,15 @@ def has_field(cls_or_obj: Any, name: str) -> bool:
 
 
 def build(cls: Any, data: Mapping[str, Any]) -> Any:
-    """An instance of kio dataclass `cls` from `data` (nested mappings for nested structs)."""
+    """An instance of kio dataclass `cls` from `data` (nested mappings for nested structs).
+
+    A key that is a field of no struct of any version of the message's API (a misspelt
+    field) raises `UnknownField` at once, instead of being dropped and its field sent as
+    zero; a key that only other versions or structs have is dropped (one handler answers
+    every version)."""
+    unknown = data.keys() - _known_names(cls)
+    if unknown:
+        raise UnknownField(f"{cls.__name__}: no version has the field(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
     for name, convert, required, zero in _plan(cls):
         if name in data:
@@ -73,6 +88,72 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
 
 
 Converter = Callable[[Any], Any]
+
+
+class UnknownField(KeyError):
+    """`build` got a key no version of the message has (a programming error)."""
+
+
+@cache
+def _known_names(cls: Any) -> frozenset[str]:
+    """Every field name of every struct of every version of `cls`'s API, requests and
+    responses (`api_field_names`). Wide on purpose: one handler answers every version, and
+    handlers share one mapping between structs (FindCoordinator's v0-3 response takes the
+    fields of v4's `Coordinator` entry, its `key` dropped), so only a name the API has
+    nowhere is an error. A class of no known API is checked against its own fields."""
+    api_key = _api_key_of(cls)
+    if api_key is None:
+        return frozenset(f.name for f in dataclasses.fields(cls))
+    return api_field_names(api_key) | {f.name for f in dataclasses.fields(cls)}
+
+
+def api_field_names(api_key: int) -> frozenset[str]:
+    """Every field name of every struct of every version of an API (requests and responses):
+    what a handler's literal field names are checked against (tests/node/test_handler_fields)."""
+    return frozenset(
+        f.name for klass in _api_dataclasses(api_key) for f in dataclasses.fields(klass)
+    )
+
+
+@cache
+def _api_dataclasses(api_key: int | None) -> tuple[type, ...]:
+    """Every dataclass of every version of an API, requests and responses."""
+    classes: list[type] = []
+    name = api_key_map.get(api_key) if api_key is not None else None
+    if name is not None:
+        package = importlib.import_module(f"kio.schema.{name}")
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("v"):
+                for direction in ("request", "response"):
+                    module = importlib.import_module(f"{package.__name__}.{info.name}.{direction}")
+                    classes.extend(_dataclasses_of(module))
+    for declared in (DECLARED_REQUESTS, DECLARED_RESPONSES):
+        for (key, _version), declared_class in declared.items():
+            if key == api_key:
+                classes.extend(_dataclasses_of(sys.modules[declared_class.__module__]))
+    return tuple(dict.fromkeys(classes))
+
+
+def _api_key_of(cls: Any) -> int | None:
+    """The API a kio or declared message or entity class belongs to (None: unknown)."""
+    parts = cls.__module__.split(".")
+    if len(parts) == 5 and parts[:2] == ["kio", "schema"] and parts[3].startswith("v"):
+        return _API_KEYS_BY_NAME.get(parts[2])
+    for declared in (DECLARED_REQUESTS, DECLARED_RESPONSES):
+        for (key, _version), declared_class in declared.items():
+            if declared_class.__module__ == cls.__module__:
+                return key
+    return None
+
+
+def _dataclasses_of(module: types.ModuleType) -> list[type]:
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and dataclasses.is_dataclass(value)
+        and value.__module__ == module.__name__
+    ]
 
 
 @cache

@@ -15,6 +15,7 @@ SaslServerAuthenticator: "Unexpected Kafka request of type ... during SASL hands
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -38,6 +39,8 @@ class ListenerSecurity:
     sasl: Any = None
     """`trafka.security.sasl.SaslServerConfig` on SASL listeners."""
     handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S
+    ssl_context_source: Callable[[], ssl.SSLContext] | None = None
+    """When set, the context of each new handshake (`trafka.net.tls.ReloadingContext`)."""
 
     @property
     def uses_tls(self) -> bool:

@@ -61,11 +61,14 @@ from __future__ import annotations
 import logging
 import math
 import struct
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
+
+from trafka.metrics.errors import error_codes
 
 from . import codec, headers, large_requests, protocol
 from .framing import (
@@ -77,6 +80,9 @@ from .framing import (
     send_chunks,
 )
 from .security import PLAINTEXT, ConnectionSession, ListenerSecurity
+
+if TYPE_CHECKING:
+    from trafka.metrics.registry import NodeMetrics
 
 log = logging.getLogger("trafka.net.server")
 
@@ -173,11 +179,13 @@ class RequestTurn:
     effects are done and only waiting remains.
     """
 
-    __slots__ = ("_previous", "released")
+    __slots__ = ("_previous", "released", "released_at")
 
     def __init__(self, previous: trio.Event | None) -> None:
         self._previous = previous
         self.released = trio.Event()
+        self.released_at = 0.0
+        """`time.perf_counter()` at the first release (RequestMetrics' local/remote split)."""
 
     @classmethod
     def first(cls) -> RequestTurn:
@@ -190,6 +198,8 @@ class RequestTurn:
             self._previous = None
 
     def release(self) -> None:
+        if not self.released_at:
+            self.released_at = time.perf_counter()
         self.released.set()
 
 
@@ -276,6 +286,12 @@ class _Pending:
     done: trio.Event = field(default_factory=trio.Event)
     chunks: list[Chunk] | None = None
     failed: bool = False
+    #: RequestMetrics (`KafkaServer.metrics` set): perf_counter() times and the response.
+    received_s: float = 0.0
+    started_s: float = 0.0
+    handled_s: float = 0.0
+    context: RequestContext | None = None
+    response: Any = None
 
 
 async def _release_gc_pause_soon() -> None:
@@ -365,8 +381,9 @@ class _Connection:
                 return
             self.last_activity = trio.current_time()
             size = len(frame)
+            received_s = time.perf_counter() if self.server.metrics is not None else 0.0
             prepared = await self._prepare(frame)
-            pending = _Pending(request_bytes=size)
+            pending = _Pending(request_bytes=size, received_s=received_s)
             self.in_flight += 1
             self.order_send.send_nowait(pending)
             if isinstance(prepared, RequestContext):
@@ -479,7 +496,12 @@ class _Connection:
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
         try:
             await context.turn.wait()
+            if pending.received_s:
+                pending.started_s = time.perf_counter()
             response = await self.server.handler(context)
+            if pending.received_s:
+                pending.handled_s = time.perf_counter()
+                pending.context, pending.response = context, response
             if response is not None:
                 pending.chunks = self._encode(context, response)
         except Exception:
@@ -555,6 +577,8 @@ class _Connection:
                 if self.session.close_after_response:
                     # A failed SASL authentication: answered, then closed (Kafka).
                     break
+                if self.server.metrics is not None:
+                    self._record(batch)
                 for pending in batch:
                     self.in_flight -= 1
                     self.slots.release()
@@ -564,6 +588,32 @@ class _Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             log.debug("write to %s failed: %r", self.describe(), error)
         cancel_scope.cancel()
+
+    def _record(self, batch: list[_Pending]) -> None:
+        """RequestMetrics of answered requests: counts, error codes, the five times (ms)."""
+        metrics = self.server.metrics
+        assert metrics is not None
+        sent_s = time.perf_counter()
+        for pending in batch:
+            context = pending.context
+            if context is None or not pending.handled_s:
+                continue
+            released = context.turn.released_at
+            split = released if pending.started_s <= released <= pending.handled_s else 0.0
+            response = pending.response
+            codes: list[int] | None = (
+                [] if response is None or isinstance(response, EncodedResponse) else None
+            )
+            metrics.request_done(
+                codec.api_name(context.api_key),
+                error_codes(response) if codes is None else codes,
+                queue_ms=(pending.started_s - pending.received_s) * 1000,
+                local_ms=((split or pending.handled_s) - pending.started_s) * 1000,
+                remote_ms=((pending.handled_s - split) * 1000) if split else 0.0,
+                send_ms=(sent_s - pending.handled_s) * 1000,
+                response=response,
+            )
+            pending.context = pending.response = None
 
     async def _idle_watchdog(self, cancel_scope: trio.CancelScope) -> None:
         """Close the connection after `connections.max.idle.ms` without a complete request
@@ -597,6 +647,8 @@ class KafkaServer:
         limit = self.config.queued_max_request_bytes
         self.budget = ByteBudget(limit if limit > 0 else None)
         self._connection_count = 0
+        self.metrics: NodeMetrics | None = None
+        """RequestMetrics and connection counts go here when set (trafka.metrics)."""
 
     @property
     def connection_count(self) -> int:
@@ -653,6 +705,9 @@ class KafkaServer:
             return
         self._connection_count += 1
         self._connections_by_ip[ip] = per_ip + 1
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.connection_opened(listener_name)
         try:
             session = ConnectionSession.for_listener(security)
             transport = None
@@ -669,6 +724,8 @@ class KafkaServer:
             # A bug in one connection must not take the listener (and every client) down.
             log.exception("connection from %s:%d failed unexpectedly", ip, peer[1])
         finally:
+            if metrics is not None:
+                metrics.connection_closed(listener_name)
             self._connection_count -= 1
             remaining = self._connections_by_ip[ip] - 1
             if remaining:

@@ -16,14 +16,29 @@ version: its per-record overhead made it 5x slower than this on the same machine
 a ClientHello fails it and closes the connection) and sets the session's principal from the
 client certificate's subject through ``ssl.principal.mapping.rules`` (SSL listeners; on
 SASL_SSL the SASL exchange decides the principal).
+
+`ReloadingContext` is certificate reload without a restart (KIP-226's effect, triggered by
+the files instead of AlterConfigs): at most once per `RELOAD_CHECK_INTERVAL_S`, when a new
+connection needs the context, it compares the PEM files' (``ssl.keystore.location``,
+``ssl.truststore.location``) size, mtime and inode with the last seen ones; on a change it
+builds a new context and uses it for every later handshake (connections already open keep
+theirs). As Kafka's defaults (``ssl.allow.dn.changes`` / ``ssl.allow.san.changes`` false),
+a keystore whose certificate has another subject or other subject alternative names is
+refused, and so is one that does not load (a half-written file, a key that does not match):
+the old context stays and a warning is logged; the next change of the files is tried again.
+Inline PEM values (``ssl.keystore.certificate.chain``, ``ssl.truststore.certificates``) change
+only with the configuration: a restart.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import ssl
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -141,6 +156,116 @@ def client_context(settings: TlsSettings) -> ssl.SSLContext:
         context.load_default_certs()
     _load_keystore(context, settings)
     return context
+
+
+RELOAD_CHECK_INTERVAL_S: Final = 1.0
+_CERTIFICATE_BLOCK: Final = re.compile(
+    rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
+)
+_log = logging.getLogger(__name__)
+
+_FileStamp = tuple[str, int, int, int] | tuple[str, None]
+
+
+def _stamp(path: str) -> _FileStamp:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return (path, None)
+    return (path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+def keystore_identity(settings: TlsSettings) -> tuple[str, tuple[str, ...]] | None:
+    """The subject (RFC 2253) and the sorted subject alternative names of the keystore's
+    first certificate; None without a keystore. TlsConfigError when it cannot be read."""
+    from cryptography import x509
+
+    if settings.keystore_location:
+        try:
+            data = Path(settings.keystore_location).read_bytes()
+        except OSError as error:
+            raise TlsConfigError(f"cannot read the keystore: {error}") from None
+    elif settings.keystore_certificate_chain:
+        data = settings.keystore_certificate_chain.encode()
+    else:
+        return None
+    found = _CERTIFICATE_BLOCK.search(data)
+    if found is None:
+        raise TlsConfigError("the keystore has no certificate")
+    try:
+        cert = x509.load_pem_x509_certificate(found.group(0))
+    except ValueError as error:
+        raise TlsConfigError(f"cannot read the keystore's certificate: {error}") from None
+    try:
+        extension = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        names = tuple(sorted(str(name.value) for name in extension.value))
+    except x509.ExtensionNotFound:
+        names = ()
+    return cert.subject.rfc4514_string(), names
+
+
+class ReloadingContext:
+    """An `ssl.SSLContext` rebuilt when its PEM files change (module docstring). Calling it
+    returns the context for the next handshake."""
+
+    def __init__(
+        self,
+        settings: TlsSettings,
+        build: Callable[[TlsSettings], ssl.SSLContext],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        interval_s: float = RELOAD_CHECK_INTERVAL_S,
+    ) -> None:
+        self._settings = settings
+        self._build = build
+        self._clock = clock
+        self._interval_s = interval_s
+        self._context = build(settings)
+        self._identity = keystore_identity(settings)
+        self._paths = tuple(
+            path for path in (settings.keystore_location, settings.truststore_location) if path
+        )
+        self._stamps = self._stamp_files()
+        self._next_check = clock() + interval_s
+        self.reloads = 0
+        """How many times a changed file gave a new context."""
+        self.last_refusal: str | None = None
+        """Why the last change was not taken (None once one is)."""
+
+    def _stamp_files(self) -> tuple[_FileStamp, ...]:
+        return tuple(_stamp(path) for path in self._paths)
+
+    def __call__(self) -> ssl.SSLContext:
+        if not self._paths:
+            return self._context
+        now = self._clock()
+        if now < self._next_check:
+            return self._context
+        self._next_check = now + self._interval_s
+        stamps = self._stamp_files()
+        if stamps == self._stamps:
+            return self._context
+        self._stamps = stamps
+        try:
+            context = self._build(self._settings)
+            identity = keystore_identity(self._settings)
+        except TlsConfigError as error:
+            return self._refuse(str(error))
+        if identity != self._identity:
+            return self._refuse(
+                f"the new keystore's certificate is for {identity}, not {self._identity} "
+                "(Kafka refuses subject and SAN changes)"
+            )
+        self._context = context
+        self.reloads += 1
+        self.last_refusal = None
+        _log.info("TLS files %s changed: new handshakes use them", ", ".join(self._paths))
+        return context
+
+    def _refuse(self, reason: str) -> ssl.SSLContext:
+        self.last_refusal = reason
+        _log.warning("TLS files %s changed but were not taken: %s", ", ".join(self._paths), reason)
+        return self._context
 
 
 _RAW_READ_BYTES: Final = 256 * 1024
@@ -323,12 +448,13 @@ async def server_transport(
     stream: trio.SocketStream, security: ListenerSecurity, session: ConnectionSession
 ) -> TlsTransport:
     """Handshake (bounded) and the session's principal from the client certificate."""
-    assert security.ssl_context is not None
+    context = security.ssl_context
+    if security.ssl_context_source is not None:
+        context = security.ssl_context_source()
+    assert context is not None
     try:
         with trio.fail_after(security.handshake_timeout_s):
-            transport = await TlsTransport.handshake(
-                stream.socket, security.ssl_context, server_side=True
-            )
+            transport = await TlsTransport.handshake(stream.socket, context, server_side=True)
     except trio.TooSlowError:
         raise TlsHandshakeFailed("no TLS handshake within the timeout") from None
     except OSError as error:  # ssl.SSLError is one

@@ -84,6 +84,7 @@ from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
+from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.topic_admin import TopicAdmin
 from trafka.node.topics import TopicError, TopicManager, TopicState
@@ -220,17 +221,25 @@ class GroupService:
             return ErrorCode.not_coordinator
         return await self._partition(partition_for(group_id, len(state.partitions)))
 
+    def _led_epoch(self, partition: int) -> int | None:
+        """The leader epoch of `__consumer_offsets-<partition>` if this node leads it: the
+        replica manager's view (the controller's LeaderAndIsr), not the metadata cache, which
+        a node restarted after a failover may read stale (it would load its own stale log
+        and answer OffsetFetch with old offsets)."""
+        leader = self._replicas.leaders.get(ReplicaPartition(OFFSETS_TOPIC, partition))
+        return None if leader is None else int(leader.leader_epoch)
+
     async def _partition(self, partition: int) -> _Partition | ErrorCode:
-        partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
-        if partition_state is None or partition_state.leader != self._node_id:
+        leader_epoch = self._led_epoch(partition)
+        if leader_epoch is None:
             self._unload(partition)
             return ErrorCode.not_coordinator
         current = self._partitions.get(partition)
-        if current is not None and current.leader_epoch != partition_state.leader_epoch:
+        if current is not None and current.leader_epoch != leader_epoch:
             self._unload(partition)
             current = None
         if current is None:
-            current = _Partition(partition, partition_state.leader_epoch)
+            current = _Partition(partition, leader_epoch)
             self._partitions[partition] = current
         if current.coordinator is None:
             async with current.lock:
@@ -239,6 +248,15 @@ class GroupService:
                 if current.coordinator is None:
                     current.coordinator = self._load(partition)
         return current
+
+    def group_states(self) -> list[str]:
+        """Kafka's state name of every group this node coordinates (metrics, at scrape time)."""
+        return [
+            listing.state
+            for current in self._partitions.values()
+            if current.coordinator is not None and not current.unloaded
+            for listing in current.coordinator.list_groups()
+        ]
 
     def _load(self, partition: int) -> GroupCoordinator:
         """Read the partition from its log start to its log end (not the high watermark: a
@@ -527,8 +545,8 @@ class GroupService:
         if state is None:
             return ErrorCode.none, ()
         listings: list[GroupListing] = []
-        for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._node_id:
+        for partition in sorted(state.partitions):
+            if self._led_epoch(partition) is None:
                 continue
             current = await self._partition(partition)
             if isinstance(current, ErrorCode):
@@ -564,12 +582,7 @@ class GroupService:
     async def _tick_all(self) -> None:
         await self._load_led_partitions()
         for partition, current in list(self._partitions.items()):
-            partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
-            if (
-                partition_state is None
-                or partition_state.leader != self._node_id
-                or partition_state.leader_epoch != current.leader_epoch
-            ):
+            if self._led_epoch(partition) != current.leader_epoch:
                 self._unload(partition)
                 continue
             coordinator = current.coordinator
@@ -584,11 +597,12 @@ class GroupService:
         state = self._topics.get(OFFSETS_TOPIC)
         if state is None:
             return
-        for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._node_id:
+        for partition in sorted(state.partitions):
+            leader_epoch = self._led_epoch(partition)
+            if leader_epoch is None:
                 continue
             current = self._partitions.get(partition)
-            if current is None or current.leader_epoch != partition_state.leader_epoch:
+            if current is None or current.leader_epoch != leader_epoch:
                 await self._partition(partition)
                 await trio.lowlevel.checkpoint()  # let requests in between loads
 

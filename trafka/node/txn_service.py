@@ -63,6 +63,7 @@ from trafka.node.config.broker import BrokerConfig
 from trafka.node.group_service import GroupService, _iter_batches
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.inter_broker import InterBrokerClient
 from trafka.node.topic_admin import TopicAdmin
@@ -94,6 +95,7 @@ LOAD_READ_BYTES = 1 << 20
 MARKER_RETRY_BACKOFF_S = 0.1
 MARKER_RETRY_BACKOFF_MAX_S = 2.0
 MARKER_TIMEOUT_MS = 30_000
+CONCURRENT_WAIT_S = 0.5
 INTER_BROKER_REQUEST_TIMEOUT_S = 30.0
 _ATTRIBUTE = "_trafka_transaction_service"
 
@@ -131,6 +133,8 @@ class _Partition:
     lock: trio.Lock = field(default_factory=trio.Lock)
     coordinator: TransactionCoordinator | None = None  # None until loaded
     unloaded: bool = False
+    writing_markers: dict[str, trio.Event] = field(default_factory=dict)
+    """transactional id -> set when the marker task under way for it ends."""
 
 
 class TransactionService:
@@ -232,17 +236,27 @@ class TransactionService:
             return ErrorCode.not_coordinator
         return await self._partition(partition_for(transactional_id, count))
 
+    def _led_epoch(self, partition: int) -> int | None:
+        """The leader epoch of `__transaction_state-<partition>` if this node leads it.
+
+        The replica manager's view (the controller's LeaderAndIsr), not the metadata cache:
+        a node restarted after a failover reads its cache from a tree replica that may not
+        have caught up yet, and would otherwise load the partition and act as a coordinator
+        it no longer is (resending old markers with a stale coordinator epoch)."""
+        leader = self._replicas.leaders.get(ReplicaPartition(TRANSACTION_STATE_TOPIC, partition))
+        return None if leader is None else int(leader.leader_epoch)
+
     async def _partition(self, partition: int) -> _Partition | ErrorCode:
-        partition_state = self._topics.partition(TRANSACTION_STATE_TOPIC, partition)
-        if partition_state is None or partition_state.leader != self._node_id:
+        leader_epoch = self._led_epoch(partition)
+        if leader_epoch is None:
             self._unload(partition)
             return ErrorCode.not_coordinator
         current = self._partitions.get(partition)
-        if current is not None and current.leader_epoch != partition_state.leader_epoch:
+        if current is not None and current.leader_epoch != leader_epoch:
             self._unload(partition)
             current = None
         if current is None:
-            current = _Partition(partition, partition_state.leader_epoch)
+            current = _Partition(partition, leader_epoch)
             self._partitions[partition] = current
         if current.coordinator is None:
             async with current.lock:
@@ -251,7 +265,15 @@ class TransactionService:
                 if current.coordinator is None:
                     coordinator = self._load(partition, current.leader_epoch)
                     current.coordinator = coordinator
-                    for marker in coordinator.pending_markers():
+                    pending = coordinator.pending_markers()
+                    log.info(
+                        "coordinating %s-%d (coordinator epoch %d): %d transaction(s) to finish",
+                        TRANSACTION_STATE_TOPIC,
+                        partition,
+                        current.leader_epoch,
+                        len(pending),
+                    )
+                    for marker in pending:
                         self._start_markers(current, marker)
         return current
 
@@ -303,6 +325,32 @@ class TransactionService:
             return current
         return await self._call_on(current, operation)
 
+    async def _call_after_markers(
+        self,
+        transactional_id: str,
+        operation: Callable[[TransactionCoordinator, int], tuple[T, Effects]],
+        busy: Callable[[T | ErrorCode], bool],
+    ) -> T | ErrorCode:
+        """`_call`, and once more after this node's marker task for the id ends (at most
+        CONCURRENT_WAIT_S) when the first answer was CONCURRENT_TRANSACTIONS (`busy`).
+
+        A client begins its next transaction as soon as EndTxn is answered, usually before
+        the markers are written: its AddPartitionsToTxn would get CONCURRENT_TRANSACTIONS
+        and back off (20-100 ms in librdkafka and the Java client), which bounded small
+        transactions and cost a third of transactional throughput. The answer after the
+        wait is the one the client's retry would have got."""
+        outcome = await self._call(transactional_id, operation)
+        if not busy(outcome):
+            return outcome
+        count = self._topic_partitions()
+        current = self._partitions.get(partition_for(transactional_id, count)) if count else None
+        done = None if current is None else current.writing_markers.get(transactional_id)
+        if done is None:
+            return outcome
+        with trio.move_on_after(CONCURRENT_WAIT_S):
+            await done.wait()
+        return await self._call(transactional_id, operation)
+
     async def _call_on(
         self,
         current: _Partition,
@@ -343,8 +391,16 @@ class TransactionService:
     # --- markers -------------------------------------------------------------------------
 
     def _start_markers(self, current: _Partition, marker: MarkerRequest) -> None:
-        def task() -> Any:
-            return self._write_markers(current, marker)
+        done = trio.Event()
+        current.writing_markers[marker.transactional_id] = done
+
+        async def task() -> None:
+            try:
+                await self._write_markers(current, marker)
+            finally:
+                done.set()
+                if current.writing_markers.get(marker.transactional_id) is done:
+                    del current.writing_markers[marker.transactional_id]
 
         if self._nursery is None:
             self._pending_tasks.append(task)
@@ -372,6 +428,14 @@ class TransactionService:
                 else:
                     results = await self._write_remote(leader, marker, partitions)
                 for tp, code in results.items():
+                    if code != 0:
+                        log.debug(
+                            "marker of %s at %s (leader %d): %d",
+                            marker.transactional_id,
+                            tp,
+                            leader,
+                            code,
+                        )
                     if code == 0 or code in _MARKER_DROPPED:
                         remaining.discard(tp)
                     elif code == int(ErrorCode.transaction_coordinator_fenced):
@@ -525,7 +589,7 @@ class TransactionService:
         expected_producer_epoch: int,
     ) -> InitProducerIdResult:
         fresh_producer_id = await self._producer_ids.allocate()
-        outcome = await self._call(
+        outcome = await self._call_after_markers(
             transactional_id,
             lambda coordinator, now: coordinator.init_producer_id(
                 transactional_id,
@@ -534,6 +598,10 @@ class TransactionService:
                 now,
                 expected_producer_id=expected_producer_id,
                 expected_producer_epoch=expected_producer_epoch,
+            ),
+            lambda outcome: (
+                isinstance(outcome, InitProducerIdResult)
+                and outcome.error == ErrorCode.concurrent_transactions
             ),
         )
         return InitProducerIdResult(outcome) if isinstance(outcome, ErrorCode) else outcome
@@ -545,11 +613,12 @@ class TransactionService:
         producer_epoch: int,
         partitions: tuple[TopicPartition, ...],
     ) -> ErrorCode:
-        return await self._call(
+        return await self._call_after_markers(
             transactional_id,
             lambda coordinator, now: coordinator.add_partitions(
                 transactional_id, producer_id, producer_epoch, partitions, now
             ),
+            lambda outcome: outcome == ErrorCode.concurrent_transactions,
         )
 
     async def verify_partitions(
@@ -603,12 +672,9 @@ class TransactionService:
         self, states: frozenset[TransactionState], producer_ids: frozenset[int]
     ) -> tuple[ErrorCode, tuple[TransactionListing, ...]]:
         """The ids of every `__transaction_state` partition this node leads."""
-        state = self._topics.get(TRANSACTION_STATE_TOPIC)
-        if state is None:
-            return ErrorCode.none, ()
         listings: list[TransactionListing] = []
-        for partition, partition_state in sorted(state.partitions.items()):
-            if partition_state.leader != self._node_id:
+        for partition in range(self._topic_partitions() or 0):
+            if self._led_epoch(partition) is None:
                 continue
             current = await self._partition(partition)
             if isinstance(current, ErrorCode):
@@ -658,17 +724,15 @@ class TransactionService:
                 await trio.sleep(LEADERSHIP_CHECK_INTERVAL_S)
 
     async def _tick_all(self) -> None:
-        state = self._topics.get(TRANSACTION_STATE_TOPIC)
-        if state is not None:
-            for partition, partition_state in sorted(state.partitions.items()):
-                current = self._partitions.get(partition)
-                led = partition_state.leader == self._node_id
-                if led and (
-                    current is None or current.leader_epoch != partition_state.leader_epoch
-                ):
-                    await self._partition(partition)  # load what this node now leads
-                elif not led and current is not None:
-                    self._unload(partition)
+        for partition in range(self._topic_partitions() or 0):
+            current = self._partitions.get(partition)
+            leader_epoch = self._led_epoch(partition)
+            if leader_epoch is not None and (
+                current is None or current.leader_epoch != leader_epoch
+            ):
+                await self._partition(partition)  # load what this node now leads
+            elif leader_epoch is None and current is not None:
+                self._unload(partition)
         for current in list(self._partitions.values()):
             coordinator = current.coordinator
             if coordinator is None or coordinator.next_deadline_ms() > self._clock.now_ms():

@@ -6,6 +6,7 @@
 
     knode cluster up --nodes 3 --dir ./cluster           # a local multi-node cluster
     knode cluster up --nodes 6 --voters 3                # 3 voters + 3 broker-only nodes
+    knode cluster up --nodes 3 --security sasl_ssl       # CA, certificates, SCRAM admin, ACLs
 
 Embedded defaults: listener PLAINTEXT://localhost:9092, data in ./data/node-<id>, a
 one-voter quorum (<id>@localhost:9093). `--set key=value` (repeatable) overrides the file.
@@ -26,7 +27,9 @@ node (stderr in `<dir>/node-<id>.log`, pid in `<dir>/node-<id>.pid`), prints whi
 voters and the bootstrap servers once every node accepts connections, and stays in the
 foreground: Ctrl-C / SIGTERM stops every node with SIGTERM. A node killed meanwhile can be
 started again by hand with `knode start --id <id> --config <dir>/node-<id>.properties`
-(docs/cluster.md).
+(docs/cluster.md). `--security sasl_ssl` adds a local CA and node certificates, SASL_SSL client
+(SCRAM-SHA-512) and inter-broker listeners, Kafka's ACL authorizer and an admin super user,
+and prints the client settings (`trafka.tools.local_security`, docs/security.md).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from trafka.log.storage_failure import halt_on_storage_failure
 from trafka.metadata_quorum.config import QuorumConfigError, create_secret_file, read_secret_file
 from trafka.node.broker import Broker, StartupError
 from trafka.node.config.broker import BrokerConfig, ConfigError, load_properties_file
+from trafka.tools import local_security
 
 app = typer.Typer(
     name="knode",
@@ -171,18 +175,21 @@ def cluster_properties(
     quorum_port: int,
     secret: str,
     voter_count: int | None = None,
+    security_lines: list[str] | None = None,
 ) -> str:
     """The `server.properties` text of node `node_id` of a local cluster: nodes
-    1..voter_count are voters (broker,controller), the rest broker-only learners."""
+    1..voter_count are voters (broker,controller), the rest broker-only learners.
+    `security_lines` (`--security`) replace the PLAINTEXT listener."""
     voter_count = default_voter_count(nodes) if voter_count is None else voter_count
     voters = ",".join(f"{n}@127.0.0.1:{quorum_port + n - 1}" for n in range(1, voter_count + 1))
     roles = "broker,controller" if node_id <= voter_count else "broker"
+    listeners = security_lines or [f"listeners=PLAINTEXT://127.0.0.1:{port + node_id - 1}"]
     return "\n".join(
         [
             f"# written by 'knode cluster up' for node {node_id}",
             f"node.id={node_id}",
             f"process.roles={roles}",
-            f"listeners=PLAINTEXT://127.0.0.1:{port + node_id - 1}",
+            *listeners,
             f"log.dirs={(directory / f'node-{node_id}').resolve()}",
             f"controller.quorum.voters={voters}",
             f"controller.quorum.secret={secret}",
@@ -229,13 +236,40 @@ def cluster_up(
         list[str] | None,
         typer.Option("--set", help="key=value for every node (repeatable)"),
     ] = None,
+    security: Annotated[
+        str,
+        typer.Option(
+            "--security",
+            help="plaintext, or sasl_ssl: a local CA and node certificates, SASL_SSL client "
+            "(SCRAM-SHA-512) and inter-broker listeners, ACLs, an admin super user; the "
+            "client settings are written to DIR/client.properties",
+        ),
+    ] = "plaintext",
+    internal_port: Annotated[
+        int | None,
+        typer.Option(
+            help="--security: inter-broker listener port of node 1 (node n: +n-1) "
+            "[default: port+10]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start NODES local nodes (VOTERS of them quorum voters, the rest broker-only), print the
     bootstrap servers, stop on Ctrl-C."""
     voter_count = default_voter_count(nodes) if voters is None else voters
     if voter_count > nodes:
         raise _fail(f"--voters {voter_count} is more than --nodes {nodes}")
+    security = security.strip().lower()
+    if security not in ("plaintext", *local_security.PROTOCOLS):
+        raise _fail(f"--security {security}: expected plaintext or sasl_ssl")
+    internal = port + 10 if internal_port is None else internal_port
     directory.mkdir(parents=True, exist_ok=True)
+    secured: local_security.LocalSecurity | None = None
+    if security == "sasl_ssl":
+        try:
+            secured = local_security.prepare(directory, nodes)
+        except local_security.LocalSecurityError as error:
+            raise _fail(str(error)) from None
     secret_file = directory / "quorum.secret"
     try:
         if secret_file.exists():
@@ -245,6 +279,10 @@ def cluster_up(
     except (QuorumConfigError, OSError) as error:
         raise _fail(str(error)) from None
     ports = [port + n for n in range(nodes)] + [quorum_port + n for n in range(voter_count)]
+    if secured is not None:
+        ports += [internal + n for n in range(nodes)]
+    if len(set(ports)) < len(ports):
+        raise _fail("the client, inter-broker and quorum ports overlap")
     busy = [p for p in ports if _accepts(p)]
     if busy:
         raise _fail(f"port {busy[0]} is in use (choose --port / --quorum-port)")
@@ -264,7 +302,14 @@ def cluster_up(
             write_private_file(
                 config_file,
                 cluster_properties(
-                    node_id, nodes, directory, port, quorum_port, secret, voter_count
+                    node_id,
+                    nodes,
+                    directory,
+                    port,
+                    quorum_port,
+                    secret,
+                    voter_count,
+                    None if secured is None else secured.node_settings(node_id, port, internal),
                 ),
             )
             command = [sys.executable, "-m", "trafka.tools.knode", "start", "--id", str(node_id)]
@@ -290,6 +335,13 @@ def cluster_up(
             if time.monotonic() > deadline:
                 raise _fail(f"nodes {sorted(waiting)} did not start; see {directory}/node-*.log")
             time.sleep(0.1)
+        if secured is not None and not stop_now:
+            try:
+                local_security.create_admin(
+                    secured, "127.0.0.1", internal, timeout_s=CLUSTER_START_TIMEOUT_S
+                )
+            except local_security.LocalSecurityError as error:
+                raise _fail(f"{error}; see {directory}/node-*.log") from None
         if not stop_now:
             bootstrap = ",".join(f"127.0.0.1:{port + n}" for n in range(nodes))
             print(
@@ -298,6 +350,14 @@ def cluster_up(
                 flush=True,
             )
             print(f"bootstrap.servers={bootstrap}", flush=True)
+            if secured is not None:
+                client_file = directory / "client.properties"
+                print(
+                    f"knode cluster: SASL_SSL; client settings (the admin user) in {client_file}"
+                    f" (librdkafka: {directory / 'client-librdkafka.properties'}):",
+                    flush=True,
+                )
+                print(client_file.read_text(), end="", flush=True)
         reported: set[int] = set()
         while not stop_now:
             for node_id, process in processes.items():

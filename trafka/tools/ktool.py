@@ -19,6 +19,9 @@ from trafka.tools.audit_cmd import audit_app
 from trafka.tools.configs_cmd import configs
 from trafka.tools.dump_log import dump_log_app
 from trafka.tools.groups_cmd import groups_app
+from trafka.tools.logdirs_cmd import register as register_log_dirs
+from trafka.tools.metrics_cmd import metrics
+from trafka.tools.offsets_cmd import register as register_offsets
 from trafka.tools.quorum_cmd import quorum_app
 from trafka.tools.reassign_cmd import register as register_reassign
 from trafka.tools.topics_cmd import topics_app
@@ -42,6 +45,9 @@ app.add_typer(quorum_app, name="quorum")
 register_reassign(app)  # reassign, preferred-elect
 app.command("acls")(acls)
 app.command("configs")(configs)
+app.command("metrics")(metrics)
+register_offsets(app)  # get-offsets, delete-records
+register_log_dirs(app)  # log-dirs
 
 
 def main() -> None:

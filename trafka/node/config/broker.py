@@ -792,6 +792,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         30000,
         "Timeout of inter-broker requests.",
     ),
+    _d(
+        "metrics.listener",
+        _T.STRING,
+        "",
+        "Prometheus endpoint of this node, http://host:port (docs/metrics.md); empty = off. "
+        "A host-less http://:port binds 127.0.0.1.",
+        reason="Kafka has no such key (it exposes JMX; the JMX exporter is a separate agent).",
+    ),
 )
 
 BROKER_CONFIG_BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in BROKER_CONFIG_DEFS}

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -56,6 +57,7 @@ import trio
 
 from trafka.metadata_quorum import znodes
 from trafka.metadata_quorum.tree import WatchEvent, ZooKeeperError
+from trafka.metrics.registry import NodeMetrics
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.controller import tree_ops, watch_routes
@@ -140,6 +142,8 @@ class ControllerService:
             BrokerChannel, inter_broker=self.inter_broker
         )
         self.watcher = TreeWatcher(store)
+        self.metrics = NodeMetrics()
+        """Leader elections are counted here (the node's registry, `trafka.metrics`)."""
         self._pending = PendingChanges()
         self._routed = False
         self._last_full_reread_s = 0.0
@@ -325,6 +329,7 @@ class ControllerService:
         controller = self.controller
         if controller is None:
             return None
+        started_s = time.perf_counter()
         step = controller.handle(event)
         while True:
             if await self._execute_writes(step):
@@ -338,6 +343,10 @@ class ControllerService:
             snapshot = read_snapshot(self.store)
             step = controller.handle(WritesFailed(snapshot))
         self._perform(step)
+        if step.elections:
+            took_ms = (time.perf_counter() - started_s) * 1000
+            for report in step.elections:  # LeaderElectionRateAndTimeMs, UncleanLeaderElections
+                self.metrics.leader_elected(unclean=report.unclean, took_ms=took_ms)
         if step.resigned or not controller.is_active:
             await self._resign()
         return step

@@ -118,7 +118,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "value": entry.value,
                 "read_only": entry.read_only,
                 "config_source": int(entry.source),
-                "is_default": entry.source == 5,
                 "is_sensitive": entry.sensitive,
                 "synonyms": [
                     {"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms

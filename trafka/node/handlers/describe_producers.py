@@ -4,6 +4,9 @@ Per partition, from the log's producer state: producer id and epoch, last sequen
 timestamp, the coordinator epoch of its last marker and the first offset of its open
 transaction (-1 if none) — what `kafka-transactions.sh describe-producers` and
 `find-hanging` read. NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION otherwise.
+
+Authorization (Kafka's table): READ on the topic, else TOPIC_AUTHORIZATION_FAILED for each
+of its partitions (before the existence check, so an unauthorized principal learns nothing).
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
-def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any]:
+def _partition(
+    ctx: RequestContext, topic: str, partition: int, readable: set[str]
+) -> dict[str, Any]:
+    if topic not in readable:
+        return {
+            "partition_index": partition,
+            "error_code": int(ErrorCode.topic_authorization_failed),
+            "active_producers": [],
+        }
     state = ctx.services.topics.partition(topic, partition)
     if state is None:
         return {
@@ -51,11 +63,14 @@ def _partition(ctx: RequestContext, topic: str, partition: int) -> dict[str, Any
 
 @register(api_key=ApiKey.DESCRIBE_PRODUCERS, name="DescribeProducers", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    readable = ctx.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, (str(topic.name) for topic in request.topics)
+    )
     topics = [
         {
             "name": topic.name,
             "partitions": [
-                _partition(ctx, str(topic.name), int(p)) for p in topic.partition_indexes
+                _partition(ctx, str(topic.name), int(p), readable) for p in topic.partition_indexes
             ],
         }
         for topic in request.topics

@@ -18,25 +18,22 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.node.metadata_store import LocalTreeReads, NoNode
 from trafka.node.security import scram_store
 from trafka.security.authorizer import AclOperation
 
 
-def _users(quorum: Any) -> list[str]:
-    from trafka.metadata_quorum.tree import NoNodeError
-
+def _users(quorum: LocalTreeReads) -> list[str]:
     try:
         return sorted(quorum.children_local(scram_store.USERS_PATH))
-    except NoNodeError:
+    except NoNode:
         return []
 
 
-def _infos(quorum: Any, user: str) -> list[dict[str, int]]:
-    from trafka.metadata_quorum.tree import NoNodeError
-
+def _infos(quorum: LocalTreeReads, user: str) -> list[dict[str, int]]:
     try:
         raw, _ = quorum.get_local(scram_store.user_path(user))
-    except NoNodeError:
+    except NoNode:
         return []
     return [
         {"mechanism": scram_store.CODE_BY_MECHANISM[m], "iterations": c.iterations}

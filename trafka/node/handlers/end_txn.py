@@ -8,6 +8,9 @@ EndTxn while the markers are being written answers CONCURRENT_TRANSACTIONS.
 * v0: transactional_id, producer_id, producer_epoch, committed. v1: no change. v2:
   PRODUCER_FENCED replaces INVALID_PRODUCER_EPOCH (KIP-588). v3: flexible (KIP-482).
 
+Authorization (Kafka's table): WRITE on the TRANSACTIONAL_ID, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the coordinator is not asked.
+
 Not implemented: v4-5 (KIP-890 part 2: epoch bump on every EndTxn; not advertised).
 """
 
@@ -15,22 +18,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.txn_service import client_error
+from trafka.security.authorizer import AclOperation, ResourceType
 
 
 @register(api_key=ApiKey.END_TXN, name="EndTxn", min_version=0, max_version=3)
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    error = await ctx.services.transactions.end_transaction(
-        str(request.transactional_id),
-        int(request.producer_id),
-        int(request.producer_epoch),
-        bool(request.committed),
-    )
-    return build(
-        response_class(request),
-        {"throttle_time": 0, "error_code": client_error(error, ctx.api_version, 2)},
-    )
+    transactional_id = str(request.transactional_id)
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        code = int(ErrorCode.transactional_id_authorization_failed)
+    else:
+        error = await ctx.services.transactions.end_transaction(
+            transactional_id,
+            int(request.producer_id),
+            int(request.producer_epoch),
+            bool(request.committed),
+        )
+        code = client_error(error, ctx.api_version, 2)
+    return build(response_class(request), {"throttle_time": 0, "error_code": code})

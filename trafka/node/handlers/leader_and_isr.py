@@ -9,15 +9,19 @@ seen -> STALE_CONTROLLER_EPOCH for the whole request (ZK-10, KR-04). Partition s
 leader epoch is not newer than the one held are ignored and answered with
 STALE_CONTROLLER_EPOCH per partition (Kafka's ZK-era becomeLeaderOrFollower, EXT-06).
 Topics this node has not seen yet are read from the tree first (the topic id and configs
-live there). The work is `ReplicaManager.apply_leader_and_isr`.
+live there), after a sync with the quorum: the controller wrote them just before, and this
+node's replica of the tree may not have applied that yet. The work is
+`ReplicaManager.apply_leader_and_isr`.
 
 Not implemented: v0-2 and v5+ (topic ids; our controller sends v4), broker epoch checks.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
@@ -25,6 +29,10 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import PartitionStateUpdate
+
+log = logging.getLogger("trafka.node.handlers.leader_and_isr")
+
+SYNC_TIMEOUT_S = 10.0
 
 
 @register(api_key=ApiKey.LEADER_AND_ISR, name="LeaderAndIsr", min_version=3, max_version=4)
@@ -49,9 +57,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ],
             },
         )
-    for name in {name for name, _ in every}:
-        if services.topics.get(name) is None:
+    unknown = sorted({name for name, _ in every if services.topics.get(name) is None})
+    if unknown:
+        # The controller wrote these topics before sending this request, but this node's
+        # replica of the tree may not have applied the write yet (a new topic): without a
+        # barrier the read misses it, the partitions are skipped, and the controller never
+        # resends them, so this node neither leads nor follows them.
+        with trio.move_on_after(SYNC_TIMEOUT_S):
+            await services.store.sync()
+        for name in unknown:
             await services.topics.refresh_topic(name)
+            if services.topics.get(name) is None:
+                log.warning("LeaderAndIsr names %s, not in the tree: its partitions skipped", name)
     updates = [
         PartitionStateUpdate(
             topic=name,

@@ -4,6 +4,9 @@
   unknown_state_filters), producer_id_filters. v1: duration_filter (KIP-994: only
   transactions open longer than this many ms; -1 = all).
 
+Authorization (Kafka's table): only the transactional ids the principal may DESCRIBE are
+listed (the others are left out, no error).
+
 Not implemented: v2 (KIP-1152 transactional id pattern; not advertised).
 """
 
@@ -16,6 +19,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation, ResourceType
 from trafka.txn.state import parse_state_filter
 
 
@@ -34,8 +38,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         frozenset(states), frozenset(int(p) for p in request.producer_id_filters)
     )
     duration_ms = int(getattr(request, "duration_filter", -1))
+    visible = ctx.authorized_names(
+        AclOperation.DESCRIBE,
+        ResourceType.TRANSACTIONAL_ID,
+        (listing.transactional_id for listing in listings),
+    )
     rows = []
     for listing in listings:
+        if listing.transactional_id not in visible:
+            continue
         if duration_ms >= 0:
             described = await service.describe(listing.transactional_id)
             now_ms = int(time.time() * 1000)

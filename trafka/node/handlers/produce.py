@@ -25,9 +25,11 @@ TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere). An ide
 producer's IDEMPOTENT_WRITE was checked at InitProducerId (KIP-679, Kafka 3.0).
 
 Transactional batches (KIP-98): the first one of a transaction in a partition is verified
-with the transaction coordinator first (KIP-890 part 1, `trafka.node.txn_verification`):
-a partition not added to the transaction gets INVALID_TXN_STATE, so no client can leave a
-hanging transaction; a control batch from a client is INVALID_RECORD.
+with the transaction coordinator (KIP-890 part 1, `trafka.node.txn_verification`), only
+after the authorization and the produce rules passed, as Kafka: an unauthorized or
+malformed request never makes this broker call the coordinator. A partition not added to
+the transaction gets INVALID_TXN_STATE, so no client can leave a hanging transaction; a
+control batch from a client is INVALID_RECORD.
 
 Not implemented: quotas (throttle_time_ms is always 0).
 """
@@ -72,22 +74,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         refused = ErrorCode.transactional_id_authorization_failed
     else:
         refused = ErrorCode.topic_authorization_failed
-    txn_refused: dict[tuple[str, int], int] = {}
-    if request.transactional_id is not None and acks in (0, 1, -1):
-        # KIP-890 part 1, before any append of this request (see txn_verification).
-        for topic, partition, records in entries:
-            code = await verify_transactional_batch(
-                transactions=ctx.services.transactions,
-                topics=ctx.services.topics,
-                replicas=replica_manager,
-                node_id=ctx.services.node_id,
-                transactional_id=request.transactional_id,
-                topic=topic,
-                partition=partition,
-                records=records or b"",
-            )
-            if code:
-                txn_refused[(topic, partition)] = code
+    # Kafka's order: authorization, then the produce rules, and only then KIP-890's
+    # verification with the transaction coordinator (an unauthorized or malformed request
+    # never makes this broker call the coordinator).
+    ready: list[tuple[str, int, bytes]] = []
     for topic, partition, records in entries:
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
@@ -101,17 +91,35 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 int(refusal.error_code), error_message=refusal.message
             )
             continue
-        if (topic, partition) in txn_refused:
-            results[(topic, partition)] = AppendResult(txn_refused[(topic, partition)])
-            continue
+        ready.append((topic, partition, records or b""))
+    if transactional_id is not None:
+        # KIP-890 part 1, before any append of this request (see txn_verification).
+        verified: list[tuple[str, int, bytes]] = []
+        for topic, partition, records in ready:
+            code = await verify_transactional_batch(
+                transactions=ctx.services.transactions,
+                topics=ctx.services.topics,
+                replicas=replica_manager,
+                node_id=ctx.services.node_id,
+                transactional_id=transactional_id,
+                topic=topic,
+                partition=partition,
+                records=records,
+            )
+            if code:
+                results[(topic, partition)] = AppendResult(code)
+            else:
+                verified.append((topic, partition, records))
+        ready = verified
+    for topic, partition, records in ready:
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).
         step = replica_manager.append_records(
             topic,
             partition,
-            records or b"",
+            records,
             required_acks=acks,
-            transactional=request.transactional_id is not None,
+            transactional=transactional_id is not None,
         )
         if isinstance(step, PendingAppend):
             pending[(topic, partition)] = step

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trafka.net import protocol
 from trafka.node.handlers.context import RequestContext
 
 HandleFunction = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -74,6 +75,15 @@ class HandlerRegistry:
 
     def handlers(self) -> list[ApiHandler]:
         return [self._handlers[key] for key in sorted(self._handlers)]
+
+    def supported_apis(self) -> protocol.SupportedApis:
+        """The net server's version table (it answers UNSUPPORTED_VERSION outside it)."""
+        return protocol.SupportedApis(
+            protocol.ApiVersionRange(
+                h.api_key, h.min_version, h.max_version, h.advertised_min_version
+            )
+            for h in self.handlers()
+        )
 
     def supported_versions(self) -> list[tuple[int, int, int]]:
         """(api_key, advertised min_version, max_version) as ApiVersions lists them."""

@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             "Unexpected SaslAuthenticate request: no SASL exchange in progress",
         )
     config = session.listener.sasl
-    mechanism = getattr(session, "sasl_mechanism", "") or ""
+    mechanism = session.sasl_mechanism or ""
     token = bytes(request.auth_bytes)
     try:
         if len(token) > config.max_receive_size:

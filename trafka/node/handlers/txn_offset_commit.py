@@ -11,6 +11,10 @@ transaction's COMMIT marker reaches the partition; an ABORT drops them
 * v3: flexible; generation_id, member_id, group_instance_id (KIP-447: a zombie consumer
   of an older generation is fenced with ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID).
 
+Authorization (Kafka's table): WRITE on the TRANSACTIONAL_ID, then READ on the GROUP (else
+every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED), then
+READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+
 Unknown topic partitions get UNKNOWN_TOPIC_OR_PARTITION; a stale producer epoch (the log's
 producer state refuses the batch) PRODUCER_FENCED.
 
@@ -30,8 +34,20 @@ from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
 from trafka.node.txn_service import client_error
+from trafka.security.authorizer import AclOperation, ResourceType
 
 _FENCED_SINCE = 2
+
+
+def _request_refusal(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """Kafka's checks of the whole request: the transactional id, then the group."""
+    if not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, str(request.transactional_id)
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, str(request.group_id)):
+        return ErrorCode.group_authorization_failed
+    return None
 
 
 @register(api_key=ApiKey.TXN_OFFSET_COMMIT, name="TxnOffsetCommit", min_version=0, max_version=3)
@@ -39,9 +55,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.services.topics
     known: list[CommitPartition] = []
     unknown: list[PartitionError] = []
+    request_refusal = _request_refusal(ctx, request)
+    readable = ctx.authorized_names(
+        AclOperation.READ, ResourceType.TOPIC, (str(topic.name) for topic in request.topics)
+    )
     for topic in request.topics:
         for p in topic.partitions:
             name, index = str(topic.name), int(p.partition_index)
+            if request_refusal is not None:
+                unknown.append(PartitionError(name, index, request_refusal))
+                continue
+            if name not in readable:
+                unknown.append(PartitionError(name, index, ErrorCode.topic_authorization_failed))
+                continue
             if topics.partition(name, index) is None:
                 unknown.append(PartitionError(name, index, ErrorCode.unknown_topic_or_partition))
                 continue

@@ -6,23 +6,30 @@ partition's answer. Per partition: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PAR
 for Produce, INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
 TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the last marker's.
 
-v0 is not served (kio carries v1 only; Kafka 4 removed v0). Not implemented: checking the
-caller is a broker (no authorization in trafka).
+Authorization (Kafka's table): CLUSTER_ACTION on the cluster (brokers, and the admin of
+`ktool transactions abort` as kafka-transactions.sh), else every partition of the request
+CLUSTER_AUTHORIZATION_FAILED and nothing is written.
+
+v0 is not served (kio carries v1 only; Kafka 4 removed v0).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.registry import register
+from trafka.security.authorizer import AclOperation
 from trafka.txn.coordinator import MarkerRequest, TopicPartition
 
 
 @register(api_key=ApiKey.WRITE_TXN_MARKERS, name="WriteTxnMarkers", min_version=1, max_version=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION)
     results = []
     for entry in request.markers:
         marker = MarkerRequest(
@@ -38,7 +45,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = []
             for index in topic.partition_indexes:
                 tp = TopicPartition(str(topic.name), int(index))
-                code = await ctx.services.transactions.write_marker_locally(marker, tp)
+                if not allowed:
+                    code = int(ErrorCode.cluster_authorization_failed)
+                else:
+                    code = await ctx.services.transactions.write_marker_locally(marker, tp)
                 partitions.append({"partition_index": tp.partition, "error_code": code})
             topics.append({"name": topic.name, "partitions": partitions})
         results.append({"producer_id": entry.producer_id, "topics": topics})

@@ -62,6 +62,7 @@ from trafka.log.config import LogConfig
 from trafka.log.partition_log import PartitionLog
 from trafka.log.validation import RecordValidationError
 from trafka.metadata_quorum import znodes
+from trafka.metrics.registry import NodeMetrics
 from trafka.net.framing import Chunk, FileRegion
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.local_logs import LocalLogs
@@ -243,6 +244,8 @@ class ReplicaManager:
         (`trafka.node.stray_logs`) never deletes these, their logs may be newer than the
         tree it read."""
         self.fetchers: FollowerFetchers | None = None
+        self.metrics = NodeMetrics()
+        """BrokerTopicMetrics and ISR shrinks/expands (the node's registry, trafka.metrics)."""
         """The node's `replica_fetcher.ReplicaFetchers` (they need this manager, so the
         broker hands them over after both exist)."""
         self._isr_send, self._isr_receive = trio.open_memory_channel[IsrWrite](ISR_WRITE_QUEUE_MAX)
@@ -417,6 +420,10 @@ class ReplicaManager:
                 log_.info("ISR of %s-%d is now %s", write.tp.topic, write.tp.partition, write.isr)
                 current = self._topics.partition(write.tp.topic, write.tp.partition)
                 if current is not None:
+                    if len(write.isr) < len(current.isr):
+                        self.metrics.isr_shrinks += 1
+                    elif len(write.isr) > len(current.isr):
+                        self.metrics.isr_expands += 1
                     self._topics.apply_partition_state(
                         write.tp.topic,
                         write.tp.partition,
@@ -562,8 +569,10 @@ class ReplicaManager:
         """
         error_code, log, leader_epoch = self._leader_log(topic, partition)
         if log is None:
+            self.metrics.produce_failed(topic)
             return AppendResult(error_code)
         if not records:
+            self.metrics.produce_failed(topic)
             return AppendResult(int(ErrorCode.corrupt_message), error_message="empty record set")
         tp = TopicPartition(topic, partition)
         leader = self.leaders[tp]
@@ -572,6 +581,7 @@ class ReplicaManager:
         )
         before = leader.check_before_append(required_acks)
         if before is not ErrorCode.none:
+            self.metrics.produce_failed(topic)
             return AppendResult(
                 int(before),
                 error_message=f"The size of the current ISR {set(leader.isr)} is insufficient "
@@ -583,6 +593,7 @@ class ReplicaManager:
             if isinstance(error, log_errors.LogDirFailedError):
                 self.log_dir_failed(topic, partition, error)
             code, message = _error_for(error)
+            self.metrics.produce_failed(topic)
             return AppendResult(
                 code,
                 log_start_offset=log.log_start_offset,
@@ -597,6 +608,9 @@ class ReplicaManager:
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
             self._high_watermark_moved(tp)
+            self.metrics.produced(
+                topic, int(info.last_offset) - int(info.first_offset) + 1, len(records)
+            )
         result = AppendResult(
             0,
             base_offset=int(info.first_offset),
@@ -703,6 +717,7 @@ class ReplicaManager:
     ) -> ReadResult:
         error_code, log, leader_epoch = self._leader_log(topic, partition)
         if log is None:
+            self.metrics.fetch_failed(topic)
             return ReadResult(error_code)
         if current_leader_epoch >= 0 and current_leader_epoch != leader_epoch:
             code: ErrorCode = (
@@ -739,8 +754,11 @@ class ReplicaManager:
             )
         except Exception as error:
             read_code, _ = _error_for(error)
+            self.metrics.fetch_failed(topic)
             return ReadResult(read_code, high_watermark, last_stable_offset, log_start_offset)
         records, size = _fetch_payload(data)
+        if replica_id < 0:
+            self.metrics.fetched(topic, size)
         aborted: tuple[tuple[int, int], ...] = ()
         if isolation_level == READ_COMMITTED and size and replica_id < 0:
             aborted = tuple(

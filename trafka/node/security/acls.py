@@ -30,13 +30,14 @@ from typing import Final
 
 import trio
 
-from trafka.metadata_quorum.bridge import MultiFailedError
+from trafka.metadata_quorum.bridge import MultiFailedError, SessionEvent
 from trafka.metadata_quorum.tree import (
     Delete,
     ErrorCode,
     NodeExistsError,
     NoNodeError,
     SetData,
+    WatchEvent,
     ZNodeTree,
     ZooKeeperError,
 )
@@ -278,10 +279,7 @@ class AclService:
 
     # -- the listener
     def on_quorum_event(self, event: object) -> None:
-        """A `Broker.quorum_event_listeners` entry."""
-        from trafka.metadata_quorum.bridge import SessionEvent
-        from trafka.metadata_quorum.tree import WatchEvent
-
+        """One of the node's quorum event listeners (`trafka.node.node_tasks`)."""
         if isinstance(event, WatchEvent):
             if event.path in CHANGE_PATHS:
                 self._wake.set()

@@ -24,20 +24,24 @@ then is refused: a forged epoch can no longer fence anyone.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.metadata_quorum import znodes
+from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import KafkaConnection
+from trafka.net.client_security import ClientSecurity
+from trafka.net.kio_shape import build, response_class
+from trafka.node.metadata_store import LocalTreeReads, NoNode
 from trafka.security.authorizer import AclOperation, Action, Authorizer, Requester
 
-if TYPE_CHECKING:
-    from trafka.net.client_security import ClientSecurity
+log = logging.getLogger("trafka.node.broker")
 
 LEADER_AND_ISR: Final = ApiKey.LEADER_AND_ISR
 STOP_REPLICA: Final = ApiKey.STOP_REPLICA
@@ -135,32 +139,29 @@ def _epoch_check(claimed: int | None, registered: int | None) -> ErrorCode:
 
 
 def read_facts(
-    quorum: Any,
+    quorum: LocalTreeReads,
     *,
     on_inter_broker_listener: bool,
     cluster_action_allowed: bool,
     own_broker_id: int,
 ) -> ClusterFacts:
-    from trafka.metadata_quorum.tree import NoNodeError
-
     epochs: dict[int, int] = {}
     controller_epoch: int | None = None
-    if quorum is not None:
-        try:
-            children = quorum.children_local(znodes.BROKER_IDS)
-        except NoNodeError:
-            children = []
-        for child in children:
-            if not child.isdigit():
-                continue
-            stat = quorum.exists_local(znodes.broker_path(int(child)))
-            if stat is not None:
-                epochs[int(child)] = int(stat.czxid)
-        try:
-            raw, _ = quorum.get_local(znodes.CONTROLLER_EPOCH)
-            controller_epoch = znodes.ControllerEpoch.from_json(bytes(raw)).epoch
-        except (NoNodeError, znodes.ZNodeFormatError):
-            controller_epoch = None
+    try:
+        children = quorum.children_local(znodes.BROKER_IDS)
+    except NoNode:
+        children = []
+    for child in children:
+        if not child.isdigit():
+            continue
+        stat = quorum.exists_local(znodes.broker_path(int(child)))
+        if stat is not None:
+            epochs[int(child)] = int(stat.czxid)
+    try:
+        raw, _ = quorum.get_local(znodes.CONTROLLER_EPOCH)
+        controller_epoch = znodes.ControllerEpoch.from_json(bytes(raw)).epoch
+    except (NoNode, znodes.ZNodeFormatError):
+        controller_epoch = None
     return ClusterFacts(
         on_inter_broker_listener=on_inter_broker_listener,
         cluster_action_allowed=cluster_action_allowed,
@@ -173,7 +174,7 @@ def read_facts(
 async def admit(
     claim: InterBrokerClaim,
     *,
-    quorum: Any,
+    quorum: LocalTreeReads,
     authorizer: Authorizer,
     requester: Requester,
     inter_broker_listener: str,
@@ -208,6 +209,44 @@ async def admit(
     return decision
 
 
+async def refuse_if_not_admitted(
+    api_key: int,
+    request: Any,
+    *,
+    store: LocalTreeReads,
+    authorizer: Authorizer,
+    requester: Requester,
+    inter_broker_listener: str,
+    own_broker_id: int,
+) -> Any | None:
+    """For a request that acts as a broker (`claim_of`): the refusal to send instead of
+    handling it (logged), or None when it is admitted or is an ordinary client request.
+    Asked by the broker's dispatch before the handler runs."""
+    claim = claim_of(api_key, request)
+    if claim is None:
+        return None
+    error = await admit(
+        claim,
+        quorum=store,
+        authorizer=authorizer,
+        requester=requester,
+        inter_broker_listener=inter_broker_listener,
+        own_broker_id=own_broker_id,
+    )
+    if error is ErrorCode.none:
+        return None
+    log.warning(
+        "refused %s from %s on %s (%s as broker %d): %s",
+        codec.api_name(api_key),
+        requester.client_host,
+        requester.listener_name,
+        requester.principal,
+        claim.sender,
+        error.name,
+    )
+    return refusal(request, error)
+
+
 def _may_catch_up(claim: InterBrokerClaim, facts: ClusterFacts) -> bool:
     if claim.sender not in facts.broker_epochs:
         return True
@@ -223,8 +262,6 @@ def _may_catch_up(claim: InterBrokerClaim, facts: ClusterFacts) -> bool:
 def refusal(request: Any, error: ErrorCode) -> Any:
     """The response to a refused inter-broker request: `error` at the top level and on
     every partition it names (so no client reads it as success)."""
-    from trafka.net.kio_shape import build, response_class
-
     code = int(error)
     api_key = int(request.__api_key__)
     cls = response_class(request)

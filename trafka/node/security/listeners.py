@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from trafka.node.config.broker import BrokerConfig, ConfigError, Listener, listener_key
+from trafka.security.mapping import parse_rules
 from trafka.security.sasl import SUPPORTED_MECHANISMS, parse_jaas
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -176,8 +177,6 @@ def check_listener_security(config: BrokerConfig, spec: ListenerSpec) -> None:
                 f"listener {spec.name} ({spec.security_protocol}) needs ssl.keystore.location "
                 "or ssl.keystore.certificate.chain and ssl.keystore.key"
             )
-        from trafka.security.mapping import parse_rules
-
         try:
             parse_rules(str(listener_value(config, spec.name, "ssl.principal.mapping.rules")))
         except ValueError as error:

@@ -14,6 +14,7 @@ import hmac
 import json
 from typing import Any, Final
 
+from trafka.node.metadata_store import LocalTreeReads, NoNode
 from trafka.security.scram import MECHANISMS, ScramCredential, ScramError
 
 USERS_PATH: Final = "/config/users"
@@ -48,15 +49,13 @@ def credentials_of(raw: bytes | None) -> dict[str, ScramCredential]:
     return result
 
 
-def lookup(quorum: Any, user: str, mechanism: str) -> ScramCredential | None:
+def lookup(tree: LocalTreeReads, user: str, mechanism: str) -> ScramCredential | None:
     """The stored credential (local replica of the tree); None when absent or bad."""
-    if quorum is None or not user or "/" in user:
+    if not user or "/" in user:
         return None
-    from trafka.metadata_quorum.tree import NoNodeError
-
     try:
-        raw, _ = quorum.get_local(user_path(user))
-    except NoNodeError:
+        raw, _ = tree.get_local(user_path(user))
+    except NoNode:
         return None
     return credentials_of(bytes(raw)).get(mechanism)
 

@@ -20,26 +20,41 @@ mechanism's JAAS config on the inter-broker listener.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
+from trafka.net import server as net_server
+from trafka.net.client_security import ClientSecurity
+from trafka.net.security import ListenerSecurity
+from trafka.net.tls import (
+    ReloadingContext,
+    TlsConfigError,
+    TlsSettings,
+    client_context,
+    server_context,
+)
+from trafka.node.clock import Clock
 from trafka.node.config.broker import BrokerConfig
-from trafka.node.security.listeners import jaas_options, listener_value, sasl_mechanisms
-from trafka.security.sasl import plain_users
+from trafka.node.metadata_store import LocalTreeReads, MetadataStore
+from trafka.node.security import scram_store
+from trafka.node.security.acls import AclService, AuthorizerConfigError, build_authorizer
+from trafka.node.security.inter_broker import InterBrokerClient
+from trafka.node.security.listeners import (
+    ListenerSpec,
+    jaas_options,
+    listener_value,
+    sasl_mechanisms,
+)
+from trafka.node.startup import StartupError
+from trafka.security.acl import AclAuthorizer
+from trafka.security.authorizer import Authorizer
+from trafka.security.mapping import PrincipalMapper
+from trafka.security.sasl import SaslServerConfig, plain_users
+from trafka.security.scram import ScramCredential
 
-if TYPE_CHECKING:
-    from trafka.net.client_security import ClientSecurity
-    from trafka.net.security import ListenerSecurity
-    from trafka.net.tls import TlsSettings
-    from trafka.node.security.listeners import ListenerSpec
-    from trafka.security.scram import ScramCredential
-
-ScramLookup = Callable[[str, str], "ScramCredential | None"]
+ScramLookup = Callable[[str, str], ScramCredential | None]
 
 
 def tls_settings(config: BrokerConfig, listener: str) -> TlsSettings:
-    from trafka.net.tls import TlsSettings
-
     def text(key: str) -> str | None:
         value = listener_value(config, listener, key)
         return None if value in (None, "") else str(value)
@@ -65,15 +80,12 @@ def listener_security(
     config: BrokerConfig, spec: ListenerSpec, scram_lookup: ScramLookup | None = None
 ) -> ListenerSecurity:
     """The net layer's `ListenerSecurity` of one listener (TlsConfigError on bad files)."""
-    from trafka.net.security import ListenerSecurity
-    from trafka.net.tls import server_context
-    from trafka.security.mapping import PrincipalMapper
-    from trafka.security.sasl import SaslServerConfig
-
     ssl_context = None
+    source = None
     mapper = None
     if spec.uses_tls:
-        ssl_context = server_context(tls_settings(config, spec.name))
+        source = ReloadingContext(tls_settings(config, spec.name), server_context)
+        ssl_context = source()
         mapper = PrincipalMapper.from_rules(
             str(listener_value(config, spec.name, "ssl.principal.mapping.rules"))
         )
@@ -90,6 +102,7 @@ def listener_security(
     return ListenerSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         principal_builder=mapper,
         sasl=sasl,
     )
@@ -97,12 +110,12 @@ def listener_security(
 
 def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecurity | None:
     """How this broker's clients authenticate on the inter-broker listener."""
-    from trafka.net.client_security import ClientSecurity
-    from trafka.net.tls import client_context
-
     if spec.security_protocol == "PLAINTEXT":
         return None
-    ssl_context = client_context(tls_settings(config, spec.name)) if spec.uses_tls else None
+    source = (
+        ReloadingContext(tls_settings(config, spec.name), client_context) if spec.uses_tls else None
+    )
+    ssl_context = None if source is None else source()
     mechanism = None
     username = password = ""
     if spec.uses_sasl:
@@ -112,7 +125,64 @@ def inter_broker_client(config: BrokerConfig, spec: ListenerSpec) -> ClientSecur
     return ClientSecurity(
         security_protocol=spec.security_protocol,
         ssl_context=ssl_context,
+        ssl_context_source=source,
         sasl_mechanism=mechanism,
         username=username,
         password=password,
     )
+
+
+# ---- what the broker builds from the above (StartupError with one line on a bad config) ----
+
+
+def authorizer_for(config: BrokerConfig) -> Authorizer:
+    """allow-all, or ACLs (`authorizer.class.name`, `trafka.node.security.acls`)."""
+    try:
+        return build_authorizer(config)
+    except AuthorizerConfigError as error:
+        raise StartupError(str(error)) from None
+
+
+def acl_service_for(
+    authorizer: Authorizer, store: MetadataStore, clock: Clock
+) -> AclService | None:
+    """The ACL store and change listener of an ACL authorizer; None for allow-all (the ACL
+    APIs then answer SECURITY_DISABLED)."""
+    if isinstance(authorizer, AclAuthorizer):
+        return AclService(authorizer, store, now_ms=clock.now_ms)
+    return None
+
+
+def inter_broker_client_for(
+    config: BrokerConfig, specs: Sequence[ListenerSpec]
+) -> InterBrokerClient:
+    """The broker's own client (controller channel, fetchers, controlled shutdown) on the
+    inter-broker listener, with that listener's TLS/SASL client side."""
+    spec = next(s for s in specs if s.inter_broker)
+    try:
+        security = inter_broker_client(config, spec)
+    except TlsConfigError as tls_error:
+        raise StartupError(f"cannot set up the inter-broker client's TLS: {tls_error}") from None
+    return InterBrokerClient(spec.name, security)
+
+
+def listeners_for(
+    config: BrokerConfig, specs: Sequence[ListenerSpec], store: LocalTreeReads
+) -> list[net_server.Listener]:
+    """The net server's listeners, SCRAM credentials read from the node's tree."""
+
+    def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
+        return scram_store.lookup(store, user, mechanism)
+
+    try:
+        return [
+            net_server.Listener(
+                spec.name,
+                spec.host or "0.0.0.0",
+                spec.port,
+                listener_security(config, spec, scram_lookup),
+            )
+            for spec in specs
+        ]
+    except TlsConfigError as tls_error:
+        raise StartupError(f"cannot set up TLS: {tls_error}") from None

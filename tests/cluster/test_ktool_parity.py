@@ -1,0 +1,288 @@
+"""ktool's Kafka-tool commands against Kafka 4.4's own tools on the same real knode cluster.
+
+Each test runs a ktool command (in-process, as the console script would) and the Kafka tool it
+mirrors (its main class in the shared ToolShell JVM, tests/cluster/java_support.py) with the
+same arguments against the same 2-node cluster, and compares what they print line for line
+(except values that legitimately differ between two runs, named where they are masked).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from typer.testing import CliRunner
+
+from tests.cluster.java_support import ToolResult, ToolShell, start_slowly
+from tests.support.cluster import KnodeCluster
+from tests.support.waiting import wait_until
+from trafka.tools.ktool import app
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[ToolShell]:
+    with ToolShell() as tool_shell:
+        yield tool_shell
+
+
+@pytest.fixture(scope="module")
+def cluster(shell: ToolShell, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnodeCluster]:
+    base = tmp_path_factory.mktemp("ktool-parity")
+    with KnodeCluster(
+        base, node_count=2, settings=["group.initial.rebalance.delay.ms=0"], start=False
+    ) as c:
+        start_slowly(c)
+        yield c
+
+
+@dataclass(frozen=True)
+class Both:
+    kafka: ToolResult
+    ktool: ToolResult
+
+
+class Tools:
+    def __init__(self, shell: ToolShell, cluster: KnodeCluster) -> None:
+        self.shell, self.cluster = shell, cluster
+
+    def kafka(self, tool: str, *args: str, stdin: str | None = None) -> ToolResult:
+        return self.shell.run(
+            tool, "--bootstrap-server", self.cluster.bootstrap_servers, *args, stdin=stdin
+        )
+
+    def ktool(self, command: str, *args: str, stdin: str | None = None) -> ToolResult:
+        result = CliRunner().invoke(
+            app,
+            [*command.split(), "--bootstrap-server", self.cluster.bootstrap_servers, *args],
+            input=stdin,
+        )
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return ToolResult(result.exit_code, result.stdout, result.stderr)
+
+    def both(self, tool: str, command: str, *args: str) -> Both:
+        return Both(self.kafka(tool, *args), self.ktool(command, *args))
+
+
+@pytest.fixture
+def tools(shell: ToolShell, cluster: KnodeCluster) -> Tools:
+    return Tools(shell, cluster)
+
+
+def _same(both: Both) -> list[str]:
+    """Assert both exited alike and printed the same lines; return the lines."""
+    assert both.kafka.exit == both.ktool.exit, (both.kafka, both.ktool)
+    assert both.ktool.lines == both.kafka.lines, (both.kafka, both.ktool)
+    return both.ktool.lines
+
+
+def _produce(tools: Tools, topic: str, lines: list[str]) -> None:
+    tools.kafka(
+        "kafka-console-producer",
+        "--topic",
+        topic,
+        "--reader-property",
+        "parse.key=true",
+        "--reader-property",
+        "key.separator=:",
+        stdin="".join(f"{line}\n" for line in lines),
+    ).ok()
+
+
+def _wait_for_end_offsets(tools: Tools, topic: str, total: int) -> None:
+    """Until the high watermarks of `topic` add up to `total` (followers have caught up)."""
+
+    def ends() -> bool:
+        lines = tools.kafka("kafka-get-offsets", "--topic", topic).ok().lines
+        return sum(int(line.split(":")[2]) for line in lines) == total
+
+    wait_until(ends, timeout_s=60, what=f"{topic}'s high watermarks to reach {total}")
+
+
+# ---- get-offsets --------------------------------------------------------------------------------
+def test_get_offsets(tools: Tools) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-go",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "2",
+    ).ok()
+    tools.kafka("kafka-topics", "--create", "--topic", "kp-go2", "--partitions", "2").ok()
+    _produce(tools, "kp-go", [f"k{i % 7}:v{i}" for i in range(50)])
+    _produce(tools, "kp-go2", [f"k{i}:w{i}" for i in range(5)])
+    _wait_for_end_offsets(tools, "kp-go", 50)
+    _wait_for_end_offsets(tools, "kp-go2", 5)
+
+    latest = _same(tools.both("kafka-get-offsets", "get-offsets", "--topic", "kp-go"))
+    assert len(latest) == 3
+    assert sum(int(line.split(":")[2]) for line in latest) == 50
+    assert _same(
+        tools.both("kafka-get-offsets", "get-offsets", "--topic", "kp-go", "--time", "-2")
+    ) == ["kp-go:0:0", "kp-go:1:0", "kp-go:2:0"]
+    for args in (
+        ("--topic", "kp-go", "--time", "earliest"),
+        ("--topic", "kp-go", "--time", "latest", "--partitions", "0,2"),
+        ("--topic", "kp-go.*"),
+        ("--topic-partitions", "kp-go:1,kp-go2:0-1"),
+        ("--topic-partitions", "kp-go.*:1-"),
+        ("--topic-partitions", "kp-go:-2"),
+        ("--topic", "kp-go", "--time", "-3"),
+        ("--topic", "kp-go", "--time", "0"),
+        ("--topic", "kp-go", "--time", "9999999999999"),
+        ("--exclude-internal-topics", "--topic", ".*go.*"),
+    ):
+        _same(tools.both("kafka-get-offsets", "get-offsets", *args))
+
+    # nothing matches: both fail with the same message
+    missing = tools.both("kafka-get-offsets", "get-offsets", "--topic", "kp-nope")
+    assert missing.ktool.exit == missing.kafka.exit == 1
+    assert missing.ktool.err.strip() == missing.kafka.err.strip()
+    assert "Could not match any topic-partitions" in missing.ktool.err
+
+    as_json = json.loads(tools.ktool("get-offsets", "--topic", "kp-go", "--json").ok().out)
+    assert [f"{p['topic']}:{p['partition']}:{p['offset']}" for p in as_json["partitions"]] == (
+        latest
+    )
+
+
+# ---- delete-records -----------------------------------------------------------------------------
+def _offset_file(path: Path, entries: list[tuple[str, int, int]]) -> str:
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [{"topic": t, "partition": p, "offset": o} for t, p, o in entries],
+            }
+        )
+    )
+    return str(path)
+
+
+def test_delete_records(tools: Tools, tmp_path: Path) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-dr",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "2",
+    ).ok()
+    producer = Producer({"bootstrap.servers": tools.cluster.bootstrap_servers, "acks": "all"})
+    for partition in (0, 1):
+        for _ in range(40):
+            producer.produce("kp-dr", b"r", partition=partition)
+    assert producer.flush(60) == 0
+    _wait_for_end_offsets(tools, "kp-dr", 80)
+
+    def run_both(
+        entries_kafka: list[tuple[str, int, int]], entries_ktool: list[tuple[str, int, int]]
+    ) -> Both:
+        kafka = tools.kafka(
+            "kafka-delete-records",
+            "--offset-json-file",
+            _offset_file(tmp_path / "kafka.json", entries_kafka),
+        )
+        ktool = tools.ktool(
+            "delete-records",
+            "--offset-json-file",
+            _offset_file(tmp_path / "ktool.json", entries_ktool),
+        )
+        return Both(kafka, ktool)
+
+    # Kafka's tool deletes up to 10 on partition 0, ktool then up to 20 on partition 1 (each
+    # must do its own work): their lines differ only in that value
+    first = run_both([("kp-dr", 0, 10)], [("kp-dr", 1, 20)])
+    assert first.kafka.ok().lines == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: kp-dr-0\tlow_watermark: 10",
+    ]
+    assert first.ktool.ok().lines == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: kp-dr-1\tlow_watermark: 20",
+    ]
+    assert tools.kafka("kafka-get-offsets", "--topic", "kp-dr", "--time", "-2").ok().lines == [
+        "kp-dr:0:10",
+        "kp-dr:1:20",
+    ]
+    # the same request twice: the same answer (nothing more deleted), then errors alike
+    for entries in (
+        [("kp-dr", 0, 5), ("kp-dr", 1, -1)],
+        [("kp-dr", 0, 999)],
+        [("kp-dr", 0, 30)],
+    ):
+        both = run_both(entries, entries)
+        _same(both)
+    # a topic that does not exist: Kafka's Admin client retries its metadata lookup until the
+    # 60 s timeout and prints a TimeoutException; ktool answers at once with the error code
+    missing = tools.ktool(
+        "delete-records",
+        "--offset-json-file",
+        _offset_file(tmp_path / "missing.json", [("kp-dr-none", 0, 1)]),
+    ).ok()
+    assert missing.lines[-1] == (
+        "partition: kp-dr-none-0\terror: org.apache.kafka.common.errors."
+        "UnknownTopicOrPartitionException: This server does not host this topic-partition."
+    )
+    assert tools.kafka("kafka-get-offsets", "--topic", "kp-dr", "--time", "-2").ok().lines == [
+        "kp-dr:0:30",
+        "kp-dr:1:40",
+    ]
+    # a file that is not the tool's JSON: both refuse it
+    (tmp_path / "bad.json").write_text('{"partitions": [{"topic": "kp-dr"}]}')
+    bad = tools.both(
+        "kafka-delete-records", "delete-records", "--offset-json-file", str(tmp_path / "bad.json")
+    )
+    assert bad.kafka.exit != 0 and bad.ktool.exit != 0
+
+
+# ---- log-dirs -----------------------------------------------------------------------------------
+def test_log_dirs(tools: Tools) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-ld",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "2",
+    ).ok()
+    _produce(tools, "kp-ld", [f"k{i}:v{i}" for i in range(30)])
+    _wait_for_end_offsets(tools, "kp-ld", 30)
+
+    def settled() -> bool:  # both replicas of both partitions written out, sizes equal
+        out = tools.ktool("log-dirs", "--describe", "--topic-list", "kp-ld", "--json").ok().out
+        sizes: dict[str, set[int]] = {}
+        for broker in json.loads(out)["brokers"]:
+            for log_dir in broker["logDirs"]:
+                for p in log_dir["partitions"]:
+                    sizes.setdefault(p["partition"], set()).add(p["size"])
+        return len(sizes) == 2 and all(len(s) == 1 and 0 not in s for s in sizes.values())
+
+    wait_until(settled, timeout_s=60, what="kp-ld's replicas to match")
+    for args in (
+        ("--describe", "--topic-list", "kp-ld"),
+        ("--describe", "--topic-list", "kp-ld,kp-nope", "--broker-list", "2"),
+        ("--describe", "--topic-list", "kp-nope"),
+    ):
+        lines = _same(tools.both("kafka-log-dirs", "log-dirs", *args))
+        assert lines[0] == "Querying brokers for log directories information"
+    report = json.loads(lines[2])
+    assert all(d["partitions"] == [] for b in report["brokers"] for d in b["logDirs"])
+    missing = tools.both("kafka-log-dirs", "log-dirs", "--describe", "--broker-list", "1,7")
+    assert missing.kafka.exit != 0 and missing.ktool.exit != 0
+    assert "The given brokers do not exist from --broker-list: 7" in missing.ktool.err

@@ -1,0 +1,271 @@
+"""Prometheus families from a counter snapshot and the node's state, with Kafka's metric
+names as the Prometheus JMX exporter's Kafka rules write them (docs/metrics.md):
+
+* ``kafka.<domain><type=T, name=NPerSec, k=v><>Count`` -> ``kafka_<domain>_<t>_<n>_total{k="v"}``
+  (a counter; e.g. ``kafka_server_brokertopicmetrics_messagesin_total{topic="t"}``);
+* ``kafka.<domain><type=T, name=N, k=v><>Value`` -> ``kafka_<domain>_<t>_<n>{k="v"}`` (a gauge);
+* the ``...TimeMs`` timers -> a Prometheus histogram of that name (``_bucket``, ``_sum``,
+  ``_count``; the JMX exporter writes ``_count`` and quantiles);
+* ``kafka.server<type=socket-server-metrics, listener=L>`` attributes ->
+  ``kafka_server_socket_server_metrics_<attribute>{listener="L"}``, likewise
+  ``group-coordinator-metrics`` and ``raft-metrics``.
+
+Names are lower case (the exporter's ``lowercaseOutputName: true``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.samples import Sample
+
+from .registry import TIMES, Histogram, NodeMetrics, total
+
+BTM = "kafka_server_brokertopicmetrics_"
+REQ = "kafka_network_requestmetrics_"
+RM = "kafka_server_replicamanager_"
+CTRL = "kafka_controller_kafkacontroller_"
+CSTATS = "kafka_controller_controllerstats_"
+GMM = "kafka_coordinator_group_groupmetadatamanager_"
+GCM = "kafka_server_group_coordinator_metrics_"
+LOG = "kafka_log_log_"
+SOCK = "kafka_server_socket_server_metrics_"
+RAFT = "kafka_server_raft_metrics_"
+
+GROUP_STATES: tuple[tuple[str, str], ...] = (
+    ("PreparingRebalance", "numgroupspreparingrebalance"),
+    ("CompletingRebalance", "numgroupscompletingrebalance"),
+    ("Stable", "numgroupsstable"),
+    ("Dead", "numgroupsdead"),
+    ("Empty", "numgroupsempty"),
+)
+"""Kafka's GroupMetadataManager gauges NumGroups<State> (plus NumGroups, the total)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition with a replica on this node, read at scrape time."""
+
+    topic: str
+    partition: int
+    size: int
+    segments: int
+    log_start_offset: int
+    log_end_offset: int
+    leader: bool
+    under_replicated: bool = False
+    under_min_isr: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """The node's state gauges, read at scrape time (not kept per request)."""
+
+    partitions: tuple[PartitionState, ...] = ()
+    active_controller: bool = False
+    offline_partitions: int = 0
+    global_topics: int = 0
+    global_partitions: int = 0
+    groups_by_state: Mapping[str, int] = field(default_factory=dict)
+    quorum_leader: int = -1
+    quorum_term: int = -1
+    quorum_high_watermark: int = -1
+    quorum_uncommitted: int = 0
+    quorum_commit_latency_ms: Histogram = field(default_factory=Histogram)
+
+
+def _histogram(
+    name: str, doc: str, labels: list[str], items: list[tuple[list[str], Histogram]]
+) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for values, hist in items:
+        family.add_metric(values, hist.cumulative(), hist.total)
+    return family
+
+
+def _gauge(name: str, doc: str, value: float) -> Metric:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def families(counters: NodeMetrics, state: NodeState) -> list[Metric]:
+    """Every family of docs/metrics.md, from a counter snapshot and the node's state."""
+    out: list[Metric] = []
+    # --- BrokerTopicMetrics --------------------------------------------------------------
+    for suffix, doc, counter in (
+        ("messagesin", "Messages appended (MessagesInPerSec)", counters.messages_in),
+        ("bytesin", "Bytes appended by producers (BytesInPerSec)", counters.bytes_in),
+        ("bytesout", "Bytes sent to consumers (BytesOutPerSec)", counters.bytes_out),
+        ("failedproducerequests", "Failed produce requests", counters.failed_produce),
+        ("failedfetchrequests", "Failed fetch requests", counters.failed_fetch),
+    ):
+        out.extend(_merge_total(BTM + suffix + "_total", doc, counter))
+    # --- RequestMetrics ------------------------------------------------------------------
+    requests = CounterMetricFamily(
+        REQ + "requests_total", "Requests (RequestsPerSec)", labels=["request"]
+    )
+    errors = CounterMetricFamily(
+        REQ + "errors_total", "Error codes in responses (ErrorsPerSec)", labels=["request", "error"]
+    )
+    for api, stats in sorted(counters.requests.items()):
+        requests.add_metric([api], stats.requests)
+        for code, count in sorted(stats.errors.items()):
+            errors.add_metric([api, error_name(code)], count)
+    out += [requests, errors]
+    for time_name in TIMES:
+        out.append(
+            _histogram(
+                REQ + time_name,
+                f"Request {time_name} (Kafka's RequestMetrics {time_name})",
+                ["request"],
+                [
+                    ([api], stats.times[time_name])
+                    for api, stats in sorted(counters.requests.items())
+                ],
+            )
+        )
+    # --- ReplicaManager ------------------------------------------------------------------
+    parts = state.partitions
+    out += [
+        _gauge(RM + "partitioncount", "Partitions with a replica here", len(parts)),
+        _gauge(RM + "leadercount", "Partitions led here", sum(1 for p in parts if p.leader)),
+        _gauge(
+            RM + "underreplicatedpartitions",
+            "Led partitions whose ISR is smaller than the replica set",
+            sum(1 for p in parts if p.under_replicated),
+        ),
+        _gauge(
+            RM + "underminisrpartitioncount",
+            "Led partitions whose ISR is below min.insync.replicas",
+            sum(1 for p in parts if p.under_min_isr),
+        ),
+        CounterMetricFamily(RM + "isrshrinks_total", "ISR shrinks", value=counters.isr_shrinks),
+        CounterMetricFamily(RM + "isrexpands_total", "ISR expands", value=counters.isr_expands),
+    ]
+    # --- controller ----------------------------------------------------------------------
+    out += [
+        _gauge(
+            CTRL + "activecontrollercount",
+            "1 on the active controller",
+            int(state.active_controller),
+        ),
+        _gauge(
+            CTRL + "offlinepartitionscount",
+            "Partitions without a live leader",
+            state.offline_partitions,
+        ),
+        _gauge(CTRL + "globaltopiccount", "Topics in the cluster", state.global_topics),
+        _gauge(CTRL + "globalpartitioncount", "Partitions in the cluster", state.global_partitions),
+        _histogram(
+            CSTATS + "leaderelectionrateandtimems",
+            "Leader elections made by this controller and their time",
+            [],
+            [([], counters.leader_election_ms)],
+        ),
+        CounterMetricFamily(
+            CSTATS + "uncleanleaderelections_total",
+            "Unclean leader elections",
+            value=counters.unclean_leader_elections,
+        ),
+    ]
+    # --- group coordinator ---------------------------------------------------------------
+    for state_name, metric in GROUP_STATES:
+        out.append(
+            _gauge(
+                GMM + metric,
+                f"Groups in state {state_name}",
+                state.groups_by_state.get(state_name, 0),
+            )
+        )
+    out.append(
+        _gauge(
+            GMM + "numgroups", "Groups this coordinator owns", sum(state.groups_by_state.values())
+        )
+    )
+    out.append(
+        CounterMetricFamily(
+            GCM + "offset_commit_count", "Offsets committed", value=counters.offset_commits
+        )
+    )
+    out.append(
+        CounterMetricFamily(
+            GCM + "group_completed_rebalance_count",
+            "Rebalances completed",
+            value=counters.rebalances,
+        )
+    )
+    # --- Log -----------------------------------------------------------------------------
+    for suffix, doc, read in _LOG_GAUGES:
+        family = GaugeMetricFamily(LOG + suffix, doc, labels=["topic", "partition"])
+        for p in parts:
+            family.add_metric([p.topic, str(p.partition)], read(p))
+        out.append(family)
+    # --- network -------------------------------------------------------------------------
+    for suffix, doc, counter, kind in (
+        ("connection_count", "Open connections", counters.connections, GaugeMetricFamily),
+        (
+            "connection_creation_total",
+            "Connections accepted",
+            counters.connections_created,
+            CounterMetricFamily,
+        ),
+        (
+            "connection_close_total",
+            "Connections closed",
+            counters.connections_closed,
+            CounterMetricFamily,
+        ),
+    ):
+        net = kind(SOCK + suffix, doc, labels=["listener"])
+        for listener, value in sorted(counter.items()):
+            net.add_metric([listener], value)
+        out.append(net)
+    # --- quorum --------------------------------------------------------------------------
+    out += [
+        _gauge(
+            RAFT + "current_leader",
+            "The metadata quorum's leader (-1: unknown)",
+            state.quorum_leader,
+        ),
+        _gauge(RAFT + "current_epoch", "The metadata quorum's term", state.quorum_term),
+        _gauge(RAFT + "high_watermark", "The quorum's commit index", state.quorum_high_watermark),
+        _gauge(
+            RAFT + "uncommitted_entries",
+            "Leader's log entries not yet committed",
+            state.quorum_uncommitted,
+        ),
+    ]
+    return out
+
+
+_LOG_GAUGES: tuple[tuple[str, str, Callable[[PartitionState], int]], ...] = (
+    ("size", "Bytes of the partition's log", lambda p: p.size),
+    ("numlogsegments", "Segments of the partition's log", lambda p: p.segments),
+    ("logendoffset", "The log end offset", lambda p: p.log_end_offset),
+    ("logstartoffset", "The log start offset", lambda p: p.log_start_offset),
+)
+
+
+def _merge_total(name: str, doc: str, counter: Mapping[str, int]) -> Iterator[Metric]:
+    """Per-topic series and the broker-wide one (no topic tag) in one family, as the JMX
+    exporter writes Kafka's two MBeans (with and without ``topic=``) under one name."""
+    family = CounterMetricFamily(name, doc, labels=["topic"])
+    for topic, value in sorted(counter.items()):
+        family.add_metric([topic], value)
+    family.samples.append(Sample(family.name + "_total", {}, float(total(counter)), None, None))
+    yield family
+
+
+def error_name(code: int) -> str:
+    """Kafka's error name (Errors.name(): NONE, NOT_LEADER_OR_FOLLOWER, ...) of a code."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
