@@ -45,6 +45,7 @@ ERROR_KINDS = (
     "producer_fatal",
     "replica_divergences",
     "lost_metadata",
+    "node_crashes",
 )
 """Anomaly kinds that make a run invalid."""
 INFO_KINDS = ("unseen", "duplicates_non_idempotent")
@@ -100,6 +101,7 @@ def check_history(
     seed: int | None = None,
     replica_divergences: list[dict[str, Any]] | None = None,
     nodes_down: list[int] | None = None,
+    node_crashes: list[dict[str, Any]] | None = None,
     bucket_s: float = 1.0,
 ) -> Report:
     writes: dict[str, Write] = {w.value: w for w in history.writes}
@@ -198,6 +200,7 @@ def check_history(
         if op.get("acked") and not op.get("present_at_end"):
             anomalies["lost_metadata"].append(op)
     anomalies["replica_divergences"] = list(replica_divergences or [])
+    anomalies["node_crashes"] = list(node_crashes or [])
 
     unavailability = [_unavailability(fault, history) for fault in history.faults]
     timeline = _timeline(history, bucket_s)

@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.chaos.netns import Network, Unavailable
 from tests.support.ports import free_port
@@ -67,6 +68,8 @@ class ChaosCluster:
     nodes: dict[int, ChaosNode] = field(default_factory=dict)
     disk_reason: str | None = None
     deaths: list[tuple[int, int]] = field(default_factory=list)
+    crashes: list[dict[str, Any]] = field(default_factory=list)
+    """Deaths that were not Kafka's orderly halt (`halted_in_order`)."""
     """(node, exit code) of every exit the harness did not cause (-7: SIGBUS, ...)."""
 
     def __post_init__(self) -> None:
@@ -184,6 +187,11 @@ class ChaosCluster:
             return
         if node.process is not None and node.process.returncode is not None:
             self.deaths.append((node_id, node.process.returncode))
+            if not halted_in_order(node.process.returncode, node.stderr_path):
+                self.crashes.append(
+                    {"node": node_id, "exit_code": node.process.returncode,
+                     "stderr": str(node.stderr_path)}
+                )  # fmt: skip
         node.log_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(node.stderr_path, "ab") as stderr:
             stderr.write(f"\n===== start {time.strftime('%H:%M:%S')} =====\n".encode())
@@ -293,3 +301,21 @@ class ChaosCluster:
                 parts.append(f"--- node {node.node_id} stderr ({node.stderr_path}) ---")
                 parts.extend(tail)
         return "\n".join(parts)
+
+
+HALT_LINE = "Shutdown broker because"
+"""The line a node logs before it halts on failed storage (trafka.log.storage_failure)."""
+
+
+def halted_in_order(exit_code: int, stderr_path: Path) -> bool:
+    """A node that stopped by itself did so as Kafka does (a full disk: its last log dir
+    failed): exit code 1 after the halt line. Anything else (SIGBUS, a traceback) is a
+    crash."""
+    if exit_code != 1:
+        return False
+    try:
+        text = stderr_path.read_text(errors="replace")
+    except OSError:
+        return False
+    last_run = text[text.rfind("===== start") :]
+    return HALT_LINE in last_run

@@ -82,7 +82,10 @@ class ChaosConfig:
     settings: list[str] = field(default_factory=lambda: [*BASE_SETTINGS, *FAST_TIMEOUTS])
     idempotent_producers: int = 3
     rate_per_producer: float = 40.0
-    message_timeout_ms: int = 60_000
+    message_timeout_ms: int = 120_000
+    """librdkafka bumps an idempotent producer's epoch when a message times out, and re-sends
+    the unacknowledged messages of other partitions as new ones (possible duplicates): kept
+    well above the longest unavailability (kill-all: about a minute on the loaded machine)."""
     metadata_interval_s: float = 10.0
     ready_timeout_s: float = 120.0
     settle_timeout_s: float = 90.0
@@ -498,7 +501,11 @@ def _run(
     if audit and audit.get("ok") is False:
         divergences.append({"ktool_audit_check": audit})
     report = check_history(
-        history, seed=config.seed, replica_divergences=divergences, nodes_down=nodes_down
+        history,
+        seed=config.seed,
+        replica_divergences=divergences,
+        nodes_down=nodes_down,
+        node_crashes=cluster.crashes,
     )
     for client_error in history.errors:
         if client_error.error.startswith("worker crashed"):

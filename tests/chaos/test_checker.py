@@ -14,6 +14,7 @@ from tests.chaos.history import (
     Write,
     history_from_json_object,
 )
+from tests.chaos.nodes import halted_in_order
 from tests.chaos.timeline import render_html
 
 
@@ -236,3 +237,18 @@ def test_history_survives_its_json_round_trip() -> None:
     again = history_from_json_object(json.loads(json.dumps(history.to_json_object())))
     assert again == history
     assert check_history(again).verdict == check_history(history).verdict
+
+
+def test_a_node_crash_fails_the_run_and_the_orderly_halt_does_not(tmp_path: Path) -> None:
+    log = tmp_path / "node.log"
+    log.write_text("===== start 1 =====\nTraceback\n===== start 2 =====\nrunning\n")
+    assert not halted_in_order(-7, log)  # SIGBUS
+    assert not halted_in_order(1, log)  # exit 1 without the halt line: a traceback
+    log.write_text(
+        log.read_text() + "CRITICAL trafka.storage: Shutdown broker because all log dirs\n"
+    )
+    assert halted_in_order(1, log)
+    report = check_history(
+        History("chaos", 1), node_crashes=[{"node": 2, "exit_code": -7, "stderr": str(log)}]
+    )
+    assert not report.valid and "1 node_crashes" in report.verdict

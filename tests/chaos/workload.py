@@ -63,6 +63,27 @@ TRANSACTIONAL_WORKLOAD: Callable[..., threading.Thread] | None = None
 """Hook for a transactional producer/consumer pair (not implemented: no transactions)."""
 
 
+IDEMPOTENT_MAX_IN_FLIGHT = 1
+"""The idempotent producers send one request at a time per broker. librdkafka (2.16.0,
+the version confluent-kafka 2.16.1 ships) answers OUT_OF_ORDER_SEQUENCE_NUMBER on request
+*n*+1 after request *n* failed with a retriable error (NOT_LEADER_OR_FOLLOWER,
+NOT_ENOUGH_REPLICAS: the gap is expected, the broker answers as Kafka does) by draining
+and bumping its producer epoch, and then re-sends every unacknowledged message of every
+partition under the new epoch from sequence 0, including messages that were written but
+whose answer was lost (a connection closed by a restarting leader): no broker can tell them
+from new ones, so they are written twice. That is librdkafka issue #4953 (reproduced
+against Apache Kafka; Kafka's Java producer retries without a bump in that case), not a
+broker fault. With one request in flight there is no request *n*+1 to be refused, so an
+epoch bump, and with it a duplicate, can only come from a broker that lost or mis-tracked
+producer state, which is what this harness is after (docs/reliability.md)."""
+
+PLAIN_MAX_IN_FLIGHT = 5
+
+
+def max_in_flight(*, idempotent: bool) -> int:
+    return IDEMPOTENT_MAX_IN_FLIGHT if idempotent else PLAIN_MAX_IN_FLIGHT
+
+
 class Clock:
     def __init__(self) -> None:
         self.start = time.monotonic()
@@ -116,8 +137,7 @@ class ProducerWorker(threading.Thread):
         )
         if self.idempotent:
             config["debug"] = "eos"  # PID/epoch changes and their reasons, into clients.log
-        else:
-            config["max.in.flight.requests.per.connection"] = 5
+        config["max.in.flight.requests.per.connection"] = max_in_flight(idempotent=self.idempotent)
         return Producer(config)
 
     def _on_error(self, error: KafkaError) -> None:

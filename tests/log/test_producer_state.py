@@ -87,3 +87,34 @@ def test_expiry_forgets_idle_producers(tmp_path: Path) -> None:
     assert manager.remove_expired(1099) == 0
     assert manager.remove_expired(1100) == 1
     assert manager.producers == {}
+
+
+def test_rolling_restart_incident_gets_kafkas_answers() -> None:
+    """The broker side of the 5-node chaos run's idempotent duplicate (docs/reliability.md,
+    "librdkafka's epoch-bump duplicates"), replayed on the producer state a follower builds
+    from replicated batches and then leads with:
+
+    * a batch written by the old leader and replicated, whose answer the producer lost, is
+      a duplicate at the new leader when re-sent with its epoch and sequence (its original
+      offsets, nothing appended);
+    * after a refused batch (seq 618: NOT_LEADER_OR_FOLLOWER), the next one (619) is
+      OUT_OF_ORDER_SEQUENCE_NUMBER, as in Kafka;
+    * the bumped epoch starting at sequence 0 is accepted, and the old epoch is then fenced.
+
+    Only a cross-epoch re-send can duplicate, and no broker can recognise one."""
+    follower = ProducerStateManager(Path("/nonexistent"))
+    for n, offset in enumerate((2757, 2761, 2764)):
+        follower.apply_unchecked(info(offset, 1, 615 + n, pid=1, epoch=1))
+    # the follower is now the leader: the lost answer's batch (617) is re-sent as is
+    _, duplicate = follower.check_batches([info(2800, 1, 617, pid=1, epoch=1)])
+    assert duplicate is not None and duplicate.first_offset == 2764
+    # 618 was refused (not written), 619 arrives: a gap, Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(OutOfOrderSequenceError):
+        follower.check_batches([info(2800, 1, 619, pid=1, epoch=1)])
+    # librdkafka bumps the epoch (KIP-360) and starts over at sequence 0: accepted
+    append(follower, info(2800, 1, 0, pid=1, epoch=2))
+    with pytest.raises(InvalidProducerEpochError):
+        follower.check_batches([info(2801, 1, 618, pid=1, epoch=1)])
+    # a new epoch must start at 0 once the producer is known
+    with pytest.raises(OutOfOrderSequenceError):
+        follower.check_batches([info(2801, 1, 5, pid=1, epoch=3)])

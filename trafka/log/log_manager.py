@@ -65,6 +65,7 @@ from trafka.log.config import LogConfig
 from trafka.log.errors import LogDirFailedError, LogError
 from trafka.log.partition_log import PartitionLog, parse_topic_partition
 from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from trafka.log.storage_failure import all_log_dirs_failed
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -131,6 +132,7 @@ class LogManager:
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._tombstone_horizons: dict[TopicPartition, int] = {}
         self._closed = False
+        self._loaded = False
         for log_dir in self._log_dirs:
             try:
                 self._load_dir(log_dir, now_ms)
@@ -138,6 +140,7 @@ class LogManager:
                 self._take_offline(log_dir, str(error))
         if not self.online_dirs:
             raise LogDirFailedError(f"no usable log dir: {self._offline}")
+        self._loaded = True
 
     # ------------------------------------------------------------------ loading
 
@@ -351,6 +354,9 @@ class LogManager:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self._loaded and not self.online_dirs:
+            # Kafka halts the broker when its last log dir fails (knode: exit 1, one line)
+            all_log_dirs_failed([str(d) for d in self._log_dirs])
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -65,6 +65,7 @@ from typing import Any, TypeVar
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.journal import FileJournal, MetaStorer
 
+from trafka.log.storage_failure import storage_failed
 from trafka.metadata_quorum.config import QuorumConfig
 from trafka.metadata_quorum.datafiles import DumpHead, check_data_dir
 from trafka.metadata_quorum.guarded_port import GuardedTCPTransport, PortLimits
@@ -328,28 +329,98 @@ class _DurableMetaStorer(MetaStorer):  # type: ignore[misc]
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable
         data = pickle.dumps(meta)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError as error:
+            # a vote that cannot be stored must not be answered: the node halts (Kafka halts
+            # when its metadata log dir fails); in-process the error propagates
+            storage_failed(f"Shutdown broker because the metadata quorum's dir failed: {error}")
+            raise
         if durable:
             _fsync_path(os.path.dirname(path) or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
             self._durable = vote
 
 
+class _PreallocatedJournalFile:
+    """pysyncobj's journal file (`ResizableFile`: an mmap grown with `mmap.resize`) with its
+    disk blocks allocated before they are mapped.
+
+    `mmap.resize` extends the file sparsely, so on a full file system the first store into a
+    new page raised SIGBUS and killed the node without a word. Here every growth is first
+    allocated with `posix_fallocate` (the same size `ResizableFile` is about to map), and so
+    is an existing file's whole length when the journal opens: a full disk becomes an
+    OSError (ENOSPC) before anything is mapped, and the node halts with one line (Kafka
+    halts when its metadata log dir fails); run in-process, the OSError propagates.
+    """
+
+    def __init__(self, inner: Any, path: str) -> None:
+        self._inner = inner
+        self._path = path
+        self._fd = os.open(path, os.O_RDWR)
+        self._allocated = 0
+        self._allocate(self._mapped_size())
+
+    def _mapped_size(self) -> int:
+        return len(self._inner._ResizableFile__mm)  # the mapping (mmap.size() is the file's)
+
+    def _allocate(self, size: int) -> None:
+        if size <= self._allocated:
+            return
+        try:
+            os.posix_fallocate(self._fd, 0, size)
+        except OSError as error:
+            storage_failed(
+                f"Shutdown broker because the metadata quorum's journal {self._path} cannot "
+                f"grow to {size} bytes: {error}"
+            )
+            raise
+        self._allocated = size
+
+    def write(self, offset: int, values: bytes) -> None:
+        end = offset + len(values)
+        mapped = self._mapped_size()
+        if end > mapped:
+            size = max(int(mapped * 2.0), end)  # ResizableFile's resizeFactor
+            self._allocate(size)
+            # map the allocated size now: ResizableFile grows the mapping only when the
+            # *file* is too short, and the allocation made it long enough already
+            self._inner._ResizableFile__mm.resize(size)
+        self._inner.write(offset, values)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self._inner.read(offset, size))
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def _destroy(self) -> None:
+        try:
+            self._inner._destroy()
+        finally:
+            os.close(self._fd)
+
+
 def _make_meta_durable(syncobj: Any) -> None:
     """Called inside `SyncObj.__init__` (after the journal opened, before the tick thread
-    starts, so before any vote): swap the journal's meta storer for the durable one."""
+    starts, so before any vote): swap the journal's meta storer for the durable one, and its
+    file for one whose blocks are allocated before they are mapped (no SIGBUS on a full
+    disk)."""
     journal = syncobj._SyncObj__raftLog
     if isinstance(journal, FileJournal):
         plain = journal._FileJournal__metaStorer
         journal._FileJournal__metaStorer = _DurableMetaStorer(plain.getPath())
+        journal._FileJournal__journalFile = _PreallocatedJournalFile(
+            journal._FileJournal__journalFile, syncobj._SyncObj__conf.journalFile
+        )
 
 
 def _fsync_path(path: str, flags: int) -> None:

@@ -47,6 +47,7 @@ from typing import Annotated
 import trio
 import typer
 
+from trafka.log.storage_failure import halt_on_storage_failure
 from trafka.metadata_quorum.config import QuorumConfigError, create_secret_file, read_secret_file
 from trafka.node.broker import Broker, StartupError
 from trafka.node.config.broker import BrokerConfig, ConfigError, load_properties_file
@@ -117,6 +118,7 @@ def start(
     try:
         properties = load_properties_file(config_file) if config_file else {}
         config = BrokerConfig.build(node_id, properties, overrides or [])
+        halt_on_storage_failure()  # Kafka: a failed last log dir halts the broker (exit 1)
         broker = Broker(config)
         trio.run(_run, broker)
     except (ConfigError, StartupError) as error:

@@ -44,7 +44,7 @@ from kio.schema.types import BrokerId as KioBrokerId
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
-from trafka.log.errors import UnexpectedAppendOffsetError
+from trafka.log.errors import LogDirFailedError, UnexpectedAppendOffsetError
 from trafka.log.partition_log import PartitionLog
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.clock import SYSTEM_CLOCK, Clock
@@ -166,6 +166,11 @@ class ReplicaFetchers:
                     backoff = await self._fetch(connection, states)
                     if backoff:
                         await trio.sleep(self.backoff_s)
+                except LogDirFailedError as error:
+                    # a log of an offline dir (Kafka: KAFKA_STORAGE_ERROR, the partition stops
+                    # being fetched); with no log dir left the node has halted already
+                    log.error("fetcher %d <- %d: %s", self.node_id, leader, error)
+                    await trio.sleep(CONNECT_BACKOFF_S)
                 except (ClientError, OSError) as error:
                     log.info("fetcher %d <- %d: %s", self.node_id, leader, error)
                     if connection is not None:
@@ -311,7 +316,13 @@ class ReplicaFetchers:
                     continue
                 records = p.records
                 if records:
-                    append_fetched(log_, bytes(records))
+                    try:
+                        append_fetched(log_, bytes(records))
+                    except LogDirFailedError as failure:
+                        # Kafka's LogDirFailureChannel: the follower's write error takes
+                        # the log dir offline (the last one halts a knode process)
+                        self.replica_manager.log_dir_failed(tp.topic, tp.partition, failure)
+                        raise
                     if self.replica_manager.follower_quota.is_throttled(tp.topic, tp.partition):
                         self.replica_manager.follower_quota.record(
                             len(records), self._clock.now_ms()

@@ -525,12 +525,13 @@ class ReplicaManager:
             return int(ErrorCode.unknown_topic_or_partition), None, -1
         return int(ErrorCode.not_leader_or_follower), None, state.leader_epoch
 
-    def _log_dir_failed(self, topic: str, partition: int, error: Exception) -> None:
+    def log_dir_failed(self, topic: str, partition: int, error: Exception) -> None:
         """Kafka's LogDirFailureChannel: an I/O error in one log takes its whole dir offline,
         so the partition's next requests get KAFKA_STORAGE_ERROR. (Left online, the next
         idempotent batch was checked against a log whose last write had failed and got
         OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka bump its producer epoch and
-        re-send possibly written batches of other partitions as new ones: duplicates.)"""
+        re-send possibly written batches of other partitions as new ones: duplicates.)
+        When it was the last online dir, a knode process halts (`trafka.log.storage_failure`)."""
         manager = getattr(self._log_manager, "manager", None)
         if manager is None:
             return
@@ -590,7 +591,7 @@ class ReplicaManager:
             info = log.append_as_leader(records, leader_epoch=leader_epoch, now_ms=self._now_ms())
         except Exception as error:  # log errors -> Kafka codes; anything else is a bug
             if isinstance(error, log_errors.LogDirFailedError):
-                self._log_dir_failed(topic, partition, error)
+                self.log_dir_failed(topic, partition, error)
             code, message = _error_for(error)
             self.metrics.produce_failed(topic)
             return AppendResult(
