@@ -1,7 +1,8 @@
 """Long fuzzing runs against a live 3-node cluster (issue 12, item 8).
 
     .venv/bin/python bench/fuzz.py [--frames 1000000] [--seed 1] [--stall-s 1.0]
-        [--broker-apis] [--maximal-counts 200,1000,3000] [--keep DIR]
+        [--broker-apis] [--open-findings] [--apis 50,51] [--maximal-counts 200,1000,3000]
+        [--keep DIR]
 
 Starts three `knode` processes (tests/support/cluster.py, data in a temporary directory),
 creates the clients' topic (3 partitions, RF 3, min.insync.replicas 2) and a topic for the
@@ -40,6 +41,10 @@ def main() -> int:
     parser.add_argument("--stall-s", type=float, default=1.0)
     parser.add_argument("--broker-apis", action="store_true")
     parser.add_argument("--maximal-counts", default="200,1000,3000")
+    parser.add_argument(
+        "--open-findings", action="store_true", help="also the APIs of OPEN_FINDING_APIS"
+    )
+    parser.add_argument("--apis", help="only these API keys (comma-separated), e.g. 50,51")
     parser.add_argument("--keep", type=Path, help="keep the cluster's data and logs here")
     args = parser.parse_args()
     counts = tuple(int(c) for c in args.maximal_counts.split(","))
@@ -57,6 +62,8 @@ def main() -> int:
             frames=args.frames,
             maximal_counts=counts,
             broker_apis=args.broker_apis,
+            open_findings=args.open_findings,
+            only_apis=frozenset(int(k) for k in args.apis.split(",")) if args.apis else None,
             stall_s=args.stall_s,
         )
         audit = audit_check(cluster, base)

@@ -54,6 +54,8 @@ def run_campaign(
     maximal_counts: tuple[int, ...] = MAXIMAL_COUNTS,
     broker_apis: bool = False,
     stall_s: float = STALL_S,
+    open_findings: bool = False,
+    only_apis: frozenset[int] | None = None,
 ) -> dict[str, object]:
     """Fuzz the cluster while a real producer runs; return what the checks need."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -75,6 +77,8 @@ def run_campaign(
         topics=[FUZZ_TOPIC],
         maximal_counts=maximal_counts,
         broker_apis=broker_apis,
+        open_findings=open_findings,
+        only_apis=only_apis,
     )
     with (
         HeartbeatProbe(addresses, stall_s=stall_s) as probe,
