@@ -40,8 +40,9 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, ms, response_class
+from trafka.net.kio_shape import ms
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
@@ -88,7 +89,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             if code:
                 txn_refused[(topic, partition)] = code
+    loop_slice = LoopSlice()
     for topic, partition, records in entries:
+        await loop_slice.tick()  # thousands of partitions: the loop is not held (ordering is
+        # the connection's turn, released below, not the loop)
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
             continue
@@ -151,4 +155,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 }
             )
         responses.append({"name": name, "partition_responses": partition_responses})
-    return build(response_class(request), {"responses": responses, "throttle_time": 0})
+    return await answer(request, {"responses": responses, "throttle_time": 0}, len(entries))
