@@ -65,11 +65,19 @@ def main() -> int:
             open_findings=args.open_findings,
             only_apis=frozenset(int(k) for k in args.apis.split(",")) if args.apis else None,
             stall_s=args.stall_s,
+            progress_every=50_000,
         )
         audit = audit_check(cluster, base)
     report = outcome["report"]
     print(f"{time.monotonic() - started:.0f} s, seed {args.seed}: {report.summary()}")  # type: ignore[attr-defined]
     print(f"advertised: {len(outcome['supported'])} APIs")  # type: ignore[arg-type]
+    covered: dict[int, list[int]] = {}
+    for key, version in sorted(report.apis):  # type: ignore[attr-defined]
+        covered.setdefault(key, []).append(version)
+    print(
+        f"covered: {len(covered)} APIs: "
+        + ", ".join(f"{k} v{min(v)}-{max(v)}" for k, v in covered.items())
+    )
     print(f"slowest heartbeat per node: {outcome['slowest']}")
     print(f"stalls over {args.stall_s} s: {outcome['stalls']}")
     print(f"nodes exited: {outcome['exited']}")

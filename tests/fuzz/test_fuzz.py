@@ -55,6 +55,7 @@ def run_campaign(
     stall_s: float = STALL_S,
     open_findings: bool = False,
     only_apis: frozenset[int] | None = None,
+    progress_every: int | None = None,
 ) -> dict[str, object]:
     """Fuzz the cluster while a real producer runs; return what the checks need."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -84,7 +85,12 @@ def run_campaign(
         NumberedProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS) as producer,
     ):
         report = fuzz(
-            addresses, generator.frames(), max_frames=frames, duration_s=duration_s, seed=seed
+            addresses,
+            generator.frames(),
+            max_frames=frames,
+            duration_s=duration_s,
+            seed=seed,
+            progress_every=progress_every,
         )
     exited = {n: node.process.returncode for n, node in cluster.nodes.items() if not node.running}
     seen = read_all(cluster.bootstrap_servers, TOPIC, PARTITIONS)
