@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,7 @@ def run_campaign(
     open_findings: bool = False,
     only_apis: frozenset[int] | None = None,
     progress_every: int | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, object]:
     """Fuzz the cluster while a real producer runs; return what the checks need."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -91,6 +93,7 @@ def run_campaign(
             duration_s=duration_s,
             seed=seed,
             progress_every=progress_every,
+            stop=stop,
         )
     exited = {n: node.process.returncode for n, node in cluster.nodes.items() if not node.running}
     seen = read_all(cluster.bootstrap_servers, TOPIC, PARTITIONS)
