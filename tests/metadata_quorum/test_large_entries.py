@@ -11,7 +11,6 @@ _autoTickThread") and could never append it: with pysyncobj's default of 64 KiB,
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import pickle
 from contextlib import AsyncExitStack
@@ -57,10 +56,10 @@ async def test_an_entry_over_the_limit_is_refused_before_it_is_proposed(tmp_path
         with trio.fail_after(10):
             await quorum.wait_ready()
         ops = [Create(f"/big{i}", os.urandom(MAX_DATA_BYTES)) for i in range(6)]
-        with trio.fail_after(5), pytest.raises(BadArgumentsError, match="over"):
+        with trio.fail_after(15), pytest.raises(BadArgumentsError, match="over"):
             await quorum.multi(ops)
         assert quorum.exists_local("/big0") is None
-        with trio.fail_after(5), pytest.raises(BadArgumentsError, match="data over"):
+        with trio.fail_after(15), pytest.raises(BadArgumentsError, match="data over"):
             await quorum.create("/one", b"x" * (MAX_DATA_BYTES + 1))
         assert quorum.exists_local("/one") is None
         await quorum.multi(ops[:1])  # one MiB of binary data is fine
@@ -87,10 +86,10 @@ async def test_a_large_write_reaches_every_voter(
         with trio.fail_after(15):
             for node in nodes:
                 await node.wait_ready()
-        with trio.fail_after(8):  # without the fix: no follower appends it, no commit
+        with trio.fail_after(20):  # without the fix: no follower appends it, no commit
             await nodes[0].create("/large", data)
             await nodes[0].create("/after", b"x")
-        with trio.fail_after(8):
+        with trio.fail_after(20):
             for node in nodes:
                 while node.exists_local("/after") is None:
                     await trio.sleep(0.02)
@@ -98,7 +97,5 @@ async def test_a_large_write_reaches_every_voter(
     # Without the fix the followers' tick threads raised ("failed _onTick in
     # _autoTickThread": the truncated pickle) until the leader happened to send the entry
     # together with others, seconds later.
-    failed_ticks = [
-        r for r in caplog.records if r.name.startswith("pysyncobj") and r.levelno >= logging.ERROR
-    ]
+    failed_ticks = [r for r in caplog.records if "_onTick" in r.getMessage()]
     assert failed_ticks == []
