@@ -18,6 +18,7 @@ import collections
 import random
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -81,8 +82,12 @@ def fuzz(
     connections: int = 6,
     seed: int = 0,
     stop: threading.Event | None = None,
+    progress_every: int | None = None,
 ) -> FuzzReport:
+    """`progress_every`: print a line (frames, elapsed, kinds) to stderr every that many
+    frames, so a long run that must be stopped still leaves its count."""
     rng = random.Random(seed)
+    started = time.monotonic()
     report = FuzzReport()
     sockets: list[socket.socket | None] = [None] * connections
     deadline = None if duration_s is None else time.monotonic() + duration_s
@@ -104,6 +109,14 @@ def fuzz(
                     continue
             report.frames += 1
             report.by_label[label] += 1
+            if progress_every and report.frames % progress_every == 0:
+                print(
+                    f"[fuzz] {report.frames} frames, {time.monotonic() - started:.0f} s, "
+                    f"{len(report.apis)} (api, version) pairs, "
+                    f"{report.closed_by_server} closed by the nodes",
+                    file=sys.stderr,
+                    flush=True,
+                )
             parts = label.split()
             if len(parts) == 3:
                 report.apis.add((int(parts[1]), int(parts[2][1:])))

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -38,11 +39,10 @@ so `make test` uses 5 s, still far below the 9 s broker session timeout, and pri
 slowest answer."""
 
 
-MAXIMAL_COUNTS = (200,)
-"""Arrays of "maximal" length in the one-minute run. Requests naming thousands of partitions
-of most APIs are not yet handled in slices (only Metadata is): on a loaded 2-core machine
-they hold a node's loop over the 1 s stall bound (docs/reliability.md); bench/fuzz.py
-sends 200, 1000 and 3000 and reports such stalls."""
+MAXIMAL_COUNTS = (200, 1000, 3000)
+"""Arrays of "maximal" length (top-level arrays, 1% of the hostile frames). Handlers yield
+to the loop and answer large requests off it (trafka.node.handlers.large_answers), so
+3,000 elements no longer hold a node over the stall bound (docs/reliability.md)."""
 
 
 def run_campaign(
@@ -54,6 +54,10 @@ def run_campaign(
     maximal_counts: tuple[int, ...] = MAXIMAL_COUNTS,
     broker_apis: bool = False,
     stall_s: float = STALL_S,
+    open_findings: bool = False,
+    only_apis: frozenset[int] | None = None,
+    progress_every: int | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, object]:
     """Fuzz the cluster while a real producer runs; return what the checks need."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -75,13 +79,21 @@ def run_campaign(
         topics=[FUZZ_TOPIC],
         maximal_counts=maximal_counts,
         broker_apis=broker_apis,
+        open_findings=open_findings,
+        only_apis=only_apis,
     )
     with (
         HeartbeatProbe(addresses, stall_s=stall_s) as probe,
         NumberedProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS) as producer,
     ):
         report = fuzz(
-            addresses, generator.frames(), max_frames=frames, duration_s=duration_s, seed=seed
+            addresses,
+            generator.frames(),
+            max_frames=frames,
+            duration_s=duration_s,
+            seed=seed,
+            progress_every=progress_every,
+            stop=stop,
         )
     exited = {n: node.process.returncode for n, node in cluster.nodes.items() if not node.running}
     seen = read_all(cluster.bootstrap_servers, TOPIC, PARTITIONS)
@@ -97,9 +109,10 @@ def run_campaign(
     }
 
 
-#: Audit findings a client may cause legally: Kafka accepts an OffsetCommit of any offset,
-#: also above the log end, and the fuzzer forges such commits (docs/audit.md).
-LEGAL_FOR_A_CLIENT = frozenset({"committed_offset_beyond_log_end"})
+#: Audit findings a client may cause legally. Empty: `committed_offset_beyond_log_end` (Kafka
+#: accepts an OffsetCommit of any offset, and the fuzzer forges such commits) is a warning
+#: about client data since 2026-11-25, not an error (docs/audit.md).
+LEGAL_FOR_A_CLIENT: frozenset[str] = frozenset()
 
 
 def audit_check(cluster: KnodeCluster, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -32,8 +32,8 @@ enum {
 
 /* A zig-zag varint of at most max_bytes bytes at *pos, read below `end`: 5 bytes for an
  * int32 varint, 10 for an int64 varlong; a value outside the type is BAD_VARINT. */
-static int read_varint(const uint8_t *data, int64_t *pos, int64_t end, int max_bytes,
-                       int64_t *value) {
+static int read_varint_slow(const uint8_t *data, int64_t *pos, int64_t end, int max_bytes,
+                            int64_t *value) {
     uint64_t unsigned_value = 0;
     int overflow = 0;
     int64_t p = *pos;
@@ -56,6 +56,31 @@ static int read_varint(const uint8_t *data, int64_t *pos, int64_t end, int max_b
     }
     if (*pos + max_bytes <= end) return BAD_VARINT;
     return TRUNCATED;
+}
+
+/* The common cases inline (issue 12 item 3: the scan's cost on the produce path): a varint of
+ * one or two bytes, fully below `end`, is decoded here; anything else (longer, truncated,
+ * out of range) by read_varint_slow, with the same results. A value of two bytes is below
+ * 2^14, within every type. */
+static inline int read_varint(const uint8_t *data, int64_t *pos, int64_t end, int max_bytes,
+                              int64_t *value) {
+    int64_t p = *pos;
+    if (p + 2 <= end) {
+        uint64_t first = data[p];
+        if (first < 0x80) {
+            *value = (int64_t)(first >> 1) ^ -(int64_t)(first & 1);
+            *pos = p + 1;
+            return OK;
+        }
+        uint64_t second = data[p + 1];
+        if (second < 0x80 && max_bytes >= 2) {
+            uint64_t u = (first & 0x7F) | (second << 7);
+            *value = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *pos = p + 2;
+            return OK;
+        }
+    }
+    return read_varint_slow(data, pos, end, max_bytes, value);
 }
 
 static int scan(const uint8_t *data, int64_t start, int64_t end, int64_t count, int need_keys,

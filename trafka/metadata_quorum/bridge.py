@@ -54,7 +54,10 @@ from trafka.metadata_quorum.sessions import SessionTracker
 from trafka.metadata_quorum.status import QuorumStatus, ReplicaState
 from trafka.metadata_quorum.transport import RaftTransport
 from trafka.metadata_quorum.tree import (
+    MAX_DATA_BYTES,
+    MAX_ENTRY_BYTES,
     Applied,
+    BadArgumentsError,
     Check,
     Chroot,
     CloseSession,
@@ -83,7 +86,9 @@ from trafka.metadata_quorum.tree import (
     WatchManager,
     ZNodeTree,
     ZooKeeperError,
+    entry_size,
     error_for,
+    oversized_data,
 )
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
 
@@ -295,6 +300,14 @@ class MetadataQuorum:
             _wall_ms(),
             op,
         )
+        # Refused before the log, not at the apply: a client's oversized value (a config, an
+        # ACL) never costs a replicated entry, and the transport can replicate every entry.
+        oversized = oversized_data(op)
+        if oversized is not None:
+            raise BadArgumentsError(oversized, f"data over {MAX_DATA_BYTES} bytes")
+        size = entry_size(entry)
+        if size > MAX_ENTRY_BYTES:
+            raise BadArgumentsError("", f"entry of {size} bytes over {MAX_ENTRY_BYTES}")
         budget_s = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms) / 1000
         deadline = trio.current_time() + budget_s
         backoff_s = 0.01

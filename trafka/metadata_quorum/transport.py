@@ -15,6 +15,9 @@ Settings, and why (PLATFORM.md §1.7, "Recommendations"):
   connections (pysyncobj's own reader stalls its tick thread on one 100 MB junk frame).
 * `bindAddress` = the voter's own host: never 0.0.0.0.
 * `appendEntriesUseBatch=False`: sub-millisecond commits instead of ~100 ms.
+* `appendEntriesBatchSizeBytes` above every entry's size (`APPEND_ENTRIES_BATCH_BYTES`):
+  pysyncobj's chunked transfer of one entry larger than it is broken (a follower unpickles
+  a truncated entry).
 * election timeout randomized in [t, 2t] with t = `controller.quorum.election.timeout.ms`,
   heartbeats every t/5, `leaderFallbackTimeout` = 4t (a leader cut off from the majority
   steps down after that instead of pysyncobj's 30 s), `connectionRetryTime` 0.3 s.
@@ -71,13 +74,28 @@ from trafka.metadata_quorum.datafiles import DumpHead, check_data_dir
 from trafka.metadata_quorum.guarded_port import GuardedTCPTransport, PortLimits
 from trafka.metadata_quorum.port import ApplyListener, ProposalCallback, ProposalFailure
 from trafka.metadata_quorum.status import ReplicaState
-from trafka.metadata_quorum.tree import Entry, ErrorCode, ErrorResult, Result, ZNodeTree
+from trafka.metadata_quorum.tree import (
+    MAX_ENTRY_BYTES,
+    Entry,
+    ErrorCode,
+    ErrorResult,
+    Result,
+    ZNodeTree,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 JOURNAL_FILE = "quorum.journal"
 DUMP_FILE = "quorum.dump"
+APPEND_ENTRIES_BATCH_BYTES = 2 * MAX_ENTRY_BYTES
+"""pysyncobj sends an entry at least this long (its command, pickled) in chunks, and marks
+the last chunk by the command's length although it sends the pickled entry (longer: bytes
+above 0x7f take two bytes in protocol 2), so the follower unpickles a truncated entry
+(EOFError in `_onTick`) and never appends it: every node stalled on such a write. The bridge
+proposes nothing longer than MAX_ENTRY_BYTES (the command adds a few bytes to the entry), so
+the chunked path is never taken. One AppendEntries message carries up to this many bytes of
+entries."""
 
 
 for _failure in ProposalFailure:  # our enum mirrors pysyncobj's FAIL_REASON values
@@ -139,6 +157,9 @@ class RaftTransport:
             password=config.secret,
             bindAddress=me.address if me else None,
             appendEntriesUseBatch=False,
+            # Above any entry the bridge proposes (tree.MAX_ENTRY_BYTES): pysyncobj's chunked
+            # transfer of one large entry truncates it on the follower (EOFError).
+            appendEntriesBatchSizeBytes=APPEND_ENTRIES_BATCH_BYTES,
             raftMinTimeout=election_s,
             raftMaxTimeout=2 * election_s,
             appendEntriesPeriod=election_s / 5,

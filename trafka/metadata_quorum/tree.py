@@ -42,7 +42,9 @@ What the tree provides (ZooKeeper's rules unless said otherwise):
 
 Limits: node data <= `MAX_DATA_BYTES` (1 MiB, ZooKeeper's jute.maxbuffer), path depth <=
 `MAX_PATH_DEPTH`, path length <= `MAX_PATH_BYTES`, at most `MAX_NODES` nodes,
-`MAX_SESSIONS` sessions, `MAX_MULTI_OPS` ops per multi, `MAX_WATCHES` watches per replica.
+`MAX_SESSIONS` sessions, `MAX_MULTI_OPS` ops per multi, `MAX_WATCHES` watches per replica,
+`MAX_ENTRY_BYTES` per replicated entry (its pickled size: `entry_size`, checked by the bridge
+before proposing, ZooKeeper's jute.maxbuffer on a whole request).
 
 Not implemented: ACLs (every node is world-readable/writable; the quorum port is closed by
 the cluster secret instead), quotas, containers/TTL nodes, persistent (non one-shot) watches,
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import pickle
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -69,6 +72,15 @@ MAX_SESSIONS = 100_000
 MAX_MULTI_OPS = 10_000
 MAX_WATCHES = 100_000
 REQUEST_ID_WINDOW = 65_536
+MAX_ENTRY_BYTES = 8 * 1024 * 1024
+"""The largest entry the bridge proposes, pickled with protocol 2 as pysyncobj replicates it
+(a `bytes` value pickles to up to twice its length there). The Raft transport sends every
+entry below `appendEntriesBatchSizeBytes` (set above this) whole: pysyncobj's chunked
+transfer of one larger entry marks the last chunk by the command's length instead of the
+pickled entry's, so a follower unpickles a truncated entry (EOFError on its tick thread)
+and can never append it (docs/reliability.md, "the quorum's large entries"). The largest
+legitimate entries are the controller's multis (up to MAX_MULTI_OPS ops: a 4,000-partition
+topic with a 249-character name pickles to 2.5 MB)."""
 MAX_REQUEST_ID_BYTES = 128
 SESSION_TIMEOUT_MIN_MS = 100
 SESSION_TIMEOUT_MAX_MS = 3_600_000
@@ -392,6 +404,40 @@ class SessionInfo:
 
 
 # ---------------------------------------------------------------------------------------
+# Entry size
+
+
+def _size_bound(op: object) -> int:
+    """An upper bound of `op`'s pickled size (protocol 2: a str pickles to at most 4 bytes
+    a character, bytes to at most 2 a byte), without pickling."""
+    if isinstance(op, Multi):
+        return 64 + sum(_size_bound(o) for o in op.ops)
+    if isinstance(op, Create | SetData):
+        return 320 + 4 * len(op.path) + 2 * len(op.data)
+    if isinstance(op, Delete | Check):
+        return 320 + 4 * len(op.path)
+    return 4096
+
+
+def oversized_data(op: object) -> str | None:
+    """The path of a Create/SetData in `op` whose data is over MAX_DATA_BYTES (the apply
+    would refuse it; the bridge refuses it before it reaches the log), else None."""
+    ops = op.ops if isinstance(op, Multi) else (op,)
+    for one in ops:
+        if isinstance(one, Create | SetData) and len(one.data) > MAX_DATA_BYTES:
+            return one.path
+    return None
+
+
+def entry_size(entry: Entry) -> int:
+    """The entry's size as replicated (pickle protocol 2), or a bound of it well below
+    `MAX_ENTRY_BYTES` when that is certain (no pickling for ordinary entries)."""
+    bound = 512 + 4 * len(entry.request_id) + _size_bound(entry.op)
+    if bound <= MAX_ENTRY_BYTES:
+        return bound
+    return len(pickle.dumps(entry, protocol=2))
+
+
 # Paths
 
 

@@ -449,6 +449,7 @@ class _Connection:
             )
         header_version = protocol.request_header_version(api_key, api_version)
         header, offset = headers.parse_request_header(frame, header_version)
+        paused = False
         try:
             slices = large_requests.slice_decoder(api_key, len(frame) - offset)
             if slices is not None:  # many elements: decoded in slices, yielding to the loop
@@ -460,6 +461,9 @@ class _Connection:
                     raise
             else:
                 request = codec.decode_request(api_key, api_version, frame, offset)
+                if large_requests.pauses_gc(api_key, len(frame) - offset):
+                    large_requests.gc_pause.acquire()  # released by _handle
+                    paused = True
         except (large_requests.LargeRequestError, UnicodeDecodeError) as error:
             raise _CloseConnection(
                 f"malformed {codec.api_name(api_key)} v{api_version} request "
@@ -480,7 +484,7 @@ class _Connection:
             listener_name=self.listener_name,
             turn=turn,
             session=self.session,
-            large=slices is not None,
+            large=slices is not None or paused,
         )
 
     def _raw_sasl_token(self, frame: bytes | memoryview) -> list[Chunk]:

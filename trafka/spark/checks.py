@@ -23,8 +23,9 @@ check                               violation when
                                     batch's maxTimestamp is not the entry's timestamp
 `isr_below_high_watermark`          an ISR member (metadata) whose log ends below the HW
 `replica_below_high_watermark`      (warning) any replica whose log ends below the HW
-`committed_offset_beyond_log_end`   a group's latest committed offset is above the log end
-                                    of that partition (largest across the replicas found)
+`committed_offset_beyond_log_end`   (warning) a group's latest committed offset is above the
+                                    log end of that partition (largest across the replicas
+                                    found): client data, legal in Kafka, not a broker fault
 `under_replicated`                  (metadata) a replica that is not in the ISR
 ==================================  =========================================================
 

@@ -671,16 +671,19 @@ def _check_committed_offsets(
             continue
         log_end = max(r.log_end_offset or 0 for r in replicas)
         if row["committed_offset"] > log_end:
+            # A warning about the client's data, not a broker inconsistency: Kafka accepts an
+            # OffsetCommit of any offset, also above the log end (the consumer then resets
+            # by auto.offset.reset), and so does trafka.
             report.violations.append(
                 Violation(
                     "committed_offset_beyond_log_end",
-                    ERROR,
+                    WARNING,
                     row["topic"],
                     row["partition"],
                     row["record_broker"],
                     row["committed_offset"],
                     f"group {row['group_id']!r} committed offset {row['committed_offset']} "
                     f"but the log ends at {log_end} (record at __consumer_offsets offset "
-                    f"{row['record_offset']})",
+                    f"{row['record_offset']}; client data: Kafka accepts any committed offset)",
                 )
             )

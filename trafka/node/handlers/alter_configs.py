@@ -27,9 +27,9 @@ import functools
 from typing import Any
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
 
@@ -46,7 +46,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     await refresh_topic_from_tree(
         ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
     )
+    loop_slice = LoopSlice()
     for resource in request.resources:
+        await loop_slice.tick()
         configs = {str(c.name): c.value for c in resource.configs}
         refused = config_refusal(
             ctx,
@@ -72,4 +74,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "resource_name": str(resource.resource_name),
             }
         )
-    return build(response_class(request), {"throttle_time": 0, "responses": responses})
+    return await answer(request, {"throttle_time": 0, "responses": responses}, len(responses))

@@ -4,9 +4,11 @@ Each upsertion carries the salt and the *salted* password (the client never send
 password); the broker stores salt, stored_key, server_key and iterations under
 ``/config/users/<user>`` (`trafka.node.security.scram_store`). Per user: UNSUPPORTED_SASL_MECHANISM
 (unknown mechanism), UNACCEPTABLE_CREDENTIAL (iterations outside 4096..16384, empty salt
-or salted password, empty user name), DUPLICATE_RESOURCE (a user/mechanism named twice in
-one request), RESOURCE_NOT_FOUND (deleting a credential that does not exist) - Kafka's codes
-and messages. Served by any broker (ZooKeeper mode: the broker writes the tree).
+or salted password, empty user name; also, beyond Kafka, a salt over 1 KiB and a user name
+that cannot be a znode: '.', '..', '/', NUL, over ~1000 bytes), DUPLICATE_RESOURCE (a
+user/mechanism named twice in one request), RESOURCE_NOT_FOUND (deleting a credential that
+does not exist) - Kafka's codes and messages. Served by any broker (ZooKeeper mode: the
+broker writes the tree).
 
 Not implemented: authorization (ALTER on CLUSTER, issue 14 item 3).
 
@@ -36,10 +38,9 @@ def _check(
     salt: bytes = b"x",
     salted: bytes = b"x",
 ) -> tuple[ErrorCode, str | None]:
-    if not name:
-        return ErrorCode.unacceptable_credential, "Username must not be empty"
-    if "/" in name:
-        return ErrorCode.unacceptable_credential, "Username must not contain '/'"
+    name_error = scram_store.user_name_error(name)
+    if name_error is not None:
+        return ErrorCode.unacceptable_credential, name_error
     if mechanism not in scram_store.MECHANISM_BY_CODE:
         return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
     if iterations is not None:
@@ -50,6 +51,11 @@ def _check(
             )
         if not salt:
             return ErrorCode.unacceptable_credential, "Salt must not be empty"
+        if len(salt) > scram_store.MAX_SALT_BYTES:
+            return (
+                ErrorCode.unacceptable_credential,
+                f"Salt must not be longer than {scram_store.MAX_SALT_BYTES} bytes",
+            )
         if not salted:
             return ErrorCode.unacceptable_credential, "Salted password must not be empty"
     return ErrorCode.none, None

@@ -21,8 +21,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -33,7 +33,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     counts = Counter(str(t.name) for t in request.topics)
     results = []
+    loop_slice = LoopSlice()
     for topic in request.topics:
+        await loop_slice.tick()
         name = str(topic.name)
         result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
@@ -53,4 +55,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             result["error_code"] = int(error.error_code)
             result["error_message"] = error.message
         results.append(result)
-    return build(response_class(request), {"throttle_time": 0, "results": results})
+    return await answer(request, {"throttle_time": 0, "results": results}, len(results))

@@ -25,8 +25,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -38,7 +38,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(str(t.name) for t in request.topics)
     cluster_create = ctx.authorize(AclOperation.CREATE)
     results = []
+    loop_slice = LoopSlice()
+    elements = 0
     for topic in request.topics:
+        await loop_slice.tick()
         name = str(topic.name)
         result: dict[str, Any] = {
             "name": name,
@@ -93,4 +96,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             result["error_code"] = int(error.error_code)
             result["error_message"] = error.message
         results.append(result)
-    return build(response_class(request), {"throttle_time": 0, "topics": results})
+        elements += 1 + len(result["configs"] or ())
+    return await answer(request, {"throttle_time": 0, "topics": results}, elements)

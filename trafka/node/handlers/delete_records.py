@@ -19,8 +19,8 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -32,9 +32,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deletable = ctx.authorized_names(
         AclOperation.DELETE, ResourceType.TOPIC, (str(t.name) for t in request.topics)
     )
+    loop_slice = LoopSlice()
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await loop_slice.tick()
             if str(topic.name) not in deletable:
                 error = int(ErrorCode.topic_authorization_failed)
                 partitions.append(
@@ -59,4 +61,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 }
             )
         topics.append({"name": str(topic.name), "partitions": partitions})
-    return build(response_class(request), {"throttle_time": 0, "topics": topics})
+    return await answer(
+        request, {"throttle_time": 0, "topics": topics}, sum(len(t["partitions"]) for t in topics)
+    )

@@ -33,8 +33,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -67,7 +67,9 @@ async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int
     if not names:
         return
     await services.store.sync()
+    loop_slice = LoopSlice()
     for name in names:
+        await loop_slice.tick()
         await services.topics.refresh_topic(name)
 
 
@@ -80,7 +82,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     await refresh_topic_from_tree(
         ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
     )
+    loop_slice = LoopSlice()
+    elements = 0
     for resource in request.resources:
+        await loop_slice.tick()
         resource_type = int(resource.resource_type)
         name = str(resource.resource_name)
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
@@ -130,5 +135,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for entry in entries
             if keys is None or entry.name in keys
         ]
+        elements += len(result["configs"])
         results.append(result)
-    return build(response_class(request), {"throttle_time": 0, "results": results})
+    elements += len(results)
+    return await answer(request, {"throttle_time": 0, "results": results}, elements)

@@ -18,8 +18,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -31,7 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     service = ctx.services.groups
     groups = []
     with_operations = bool(getattr(request, "include_authorized_operations", False))
+    loop_slice = LoopSlice()
     for group_id in request.groups:
+        await loop_slice.tick()
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, str(group_id)):
             groups.append(
                 {
@@ -71,4 +73,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 else _UNKNOWN_OPERATIONS,
             }
         )
-    return build(response_class(request), {"throttle_time": 0, "groups": groups})
+    return await answer(request, {"throttle_time": 0, "groups": groups}, len(groups))

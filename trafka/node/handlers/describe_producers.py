@@ -16,8 +16,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -66,13 +66,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     readable = ctx.authorized_names(
         AclOperation.READ, ResourceType.TOPIC, (str(topic.name) for topic in request.topics)
     )
-    topics = [
-        {
-            "name": topic.name,
-            "partitions": [
-                _partition(ctx, str(topic.name), int(p), readable) for p in topic.partition_indexes
-            ],
-        }
-        for topic in request.topics
-    ]
-    return build(response_class(request), {"throttle_time": 0, "topics": topics})
+    topics = []
+    loop_slice = LoopSlice()
+    elements = 0
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partition_indexes:
+            await loop_slice.tick()
+            partitions.append(_partition(ctx, str(topic.name), int(p), readable))
+        elements += len(partitions)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return await answer(request, {"throttle_time": 0, "topics": topics}, elements)

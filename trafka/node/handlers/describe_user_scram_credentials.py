@@ -1,7 +1,8 @@
 """DescribeUserScramCredentials v0: which SCRAM mechanisms (and iterations) each user has
 (KIP-554). Never the salt or keys. ``users`` null or empty: every user with a credential;
-a named user without one: RESOURCE_NOT_FOUND ("Attempt to describe a user credential that
-does not exist"); a name listed twice: DUPLICATE_RESOURCE.
+a named user without one (also a name that cannot be stored: '', '.', '..'):
+RESOURCE_NOT_FOUND ("Attempt to describe a user credential that does not exist"); a name
+listed twice: DUPLICATE_RESOURCE.
 
 Not implemented: authorization (DESCRIBE on CLUSTER, issue 14 item 3).
 
@@ -80,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         }
                     )
                     continue
-                infos = [] if "/" in name else _infos(quorum, name)
+                infos = [] if scram_store.user_name_error(name) else _infos(quorum, name)
                 if not infos:
                     results.append(
                         {

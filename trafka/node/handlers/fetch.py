@@ -54,6 +54,7 @@ from trafka.net import fetch_encoding
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, ms, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import ReadResult
 from trafka.security.authorizer import AclOperation, ResourceType
@@ -107,7 +108,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         waiter = services.replicas.append_waiter()
-        reads = _read_all(ctx, wanted, max_bytes, isolation_level, replica_id, readable)
+        reads = await _read_all(ctx, wanted, max_bytes, isolation_level, replica_id, readable)
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
         ctx.turn.release()
@@ -168,7 +169,7 @@ def _topic_name(ctx: RequestContext, topic: Any) -> str:
     return state.name if state is not None else ""
 
 
-def _read_all(
+async def _read_all(
     ctx: RequestContext,
     wanted: list[tuple[str, int, int, int, int]],
     max_bytes: int,
@@ -180,7 +181,9 @@ def _read_all(
     remaining = max_bytes
     results = []
     first_data = True
+    loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
     for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
+        await loop_slice.tick()
         if readable is not None and topic not in readable:
             results.append(ReadResult(int(ErrorCode.topic_authorization_failed)))
             continue

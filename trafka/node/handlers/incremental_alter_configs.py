@@ -23,9 +23,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.describe_configs import config_refusal, refresh_topic_from_tree
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.node.topics import TopicError
 from trafka.security.authorizer import AclOperation
@@ -86,7 +86,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     await refresh_topic_from_tree(
         ctx, [(int(r.resource_type), str(r.resource_name)) for r in request.resources]
     )
+    loop_slice = LoopSlice()
     for resource in request.resources:
+        await loop_slice.tick()
         changes = [(str(c.name), int(c.config_operation), c.value) for c in resource.configs]
         refused = config_refusal(
             ctx,
@@ -112,4 +114,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "resource_name": str(resource.resource_name),
             }
         )
-    return build(response_class(request), {"throttle_time": 0, "responses": responses})
+    return await answer(request, {"throttle_time": 0, "responses": responses}, len(responses))

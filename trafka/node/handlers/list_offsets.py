@@ -24,8 +24,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -38,9 +38,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = ctx.authorized_names(
         AclOperation.DESCRIBE, ResourceType.TOPIC, (str(t.name) for t in request.topics)
     )
+    loop_slice = LoopSlice()
     for topic in request.topics:
         partitions: list[dict[str, Any]] = []
         for p in topic.partitions:
+            await loop_slice.tick()
             if str(topic.name) not in described:
                 refused = int(ErrorCode.topic_authorization_failed)
                 partitions.append(
@@ -71,4 +73,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 }
             )
         topics.append({"name": str(topic.name), "partitions": partitions})
-    return build(response_class(request), {"throttle_time": 0, "topics": topics})
+    return await answer(
+        request, {"throttle_time": 0, "topics": topics}, sum(len(t["partitions"]) for t in topics)
+    )

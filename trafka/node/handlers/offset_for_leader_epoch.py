@@ -22,8 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
@@ -42,9 +42,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         described = ctx.authorized_names(
             AclOperation.DESCRIBE, ResourceType.TOPIC, (str(t.topic) for t in request.topics)
         )
+    loop_slice = LoopSlice()
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await loop_slice.tick()
             if described is not None and str(topic.topic) not in described:
                 error_code, epoch, end_offset = int(ErrorCode.topic_authorization_failed), -1, -1
             else:
@@ -63,4 +65,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 }
             )
         topics.append({"topic": str(topic.topic), "partitions": partitions})
-    return build(response_class(request), {"throttle_time": 0, "topics": topics})
+    return await answer(
+        request, {"throttle_time": 0, "topics": topics}, sum(len(t["partitions"]) for t in topics)
+    )

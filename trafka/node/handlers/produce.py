@@ -42,8 +42,9 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, ms, response_class
+from trafka.net.kio_shape import ms
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.node.produce_rules import check_produce_partition
 from trafka.node.replication.replica_manager import AppendResult, PendingAppend
@@ -78,7 +79,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # verification with the transaction coordinator (an unauthorized or malformed request
     # never makes this broker call the coordinator).
     ready: list[tuple[str, int, bytes]] = []
+    loop_slice = LoopSlice()
     for topic, partition, records in entries:
+        await loop_slice.tick()  # thousands of partitions: the loop is not held (ordering is
+        # the connection's turn, released below, not the loop)
         if acks not in (0, 1, -1):
             results[(topic, partition)] = AppendResult(int(ErrorCode.invalid_required_acks))
             continue
@@ -159,4 +163,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 }
             )
         responses.append({"name": name, "partition_responses": partition_responses})
-    return build(response_class(request), {"responses": responses, "throttle_time": 0})
+    return await answer(request, {"responses": responses, "throttle_time": 0}, len(entries))

@@ -18,12 +18,33 @@ from trafka.node.metadata_store import LocalTreeReads, NoNode
 from trafka.security.scram import MECHANISMS, ScramCredential, ScramError
 
 USERS_PATH: Final = "/config/users"
+MAX_SALT_BYTES: Final = 1024
+"""The longest salt stored (clients send 32-64 bytes; it is kept in the user's znode, so a
+client must not choose its size)."""
 MECHANISM_BY_CODE: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_BY_MECHANISM: Final = {name: code for code, name in MECHANISM_BY_CODE.items()}
 
 
 def user_path(user: str) -> str:
     return f"{USERS_PATH}/{user}"
+
+
+def user_name_error(user: str) -> str | None:
+    """Why `user` cannot name a credential here (None when it can): the user's znode must be
+    a legal path one level below USERS_PATH (not empty, no '/', not '.' or '..', no NUL or
+    surrogates, the path at most the tree's MAX_PATH_BYTES). The fuzzer found '.', '..' and
+    '' raising out of both SCRAM handlers."""
+    from trafka.metadata_quorum.tree import BadArgumentsError, validate_path
+
+    if not user:
+        return "Username must not be empty"
+    if "/" in user:
+        return "Username must not contain '/'"
+    try:
+        validate_path(user_path(user))
+    except BadArgumentsError:
+        return "Username must not be '.' or '..', contain NUL or surrogates, or be that long"
+    return None
 
 
 def parse_entity(raw: bytes | None) -> dict[str, Any]:
@@ -51,7 +72,7 @@ def credentials_of(raw: bytes | None) -> dict[str, ScramCredential]:
 
 def lookup(tree: LocalTreeReads, user: str, mechanism: str) -> ScramCredential | None:
     """The stored credential (local replica of the tree); None when absent or bad."""
-    if not user or "/" in user:
+    if user_name_error(user) is not None:
         return None
     try:
         raw, _ = tree.get_local(user_path(user))
