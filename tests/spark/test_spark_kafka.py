@@ -9,7 +9,7 @@ Each Spark job runs in a Python process of its own (tests/spark/kafka_jobs.py) w
 * Structured Streaming from trafka to Parquet with a checkpoint: the driver (the Python
   process and its JVM) is SIGKILLed after a few committed micro-batches, started again with
   the same checkpoint, and the Parquet output holds every record exactly once.
-  SPARK_KAFKA_RECORDS (default 100,000) sets the count; docs/spark-kafka.md records a run
+  SPARK_KAFKA_RECORDS (default 20,000) sets the count; docs/spark-kafka.md records a run
   with 1,000,000.
 """
 
@@ -34,7 +34,7 @@ from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
-RECORDS = int(os.environ.get("SPARK_KAFKA_RECORDS", "100000"))
+RECORDS = int(os.environ.get("SPARK_KAFKA_RECORDS", "20000"))
 JOB_TIMEOUT_S = float(os.environ.get("SPARK_KAFKA_TIMEOUT", "900"))
 
 
