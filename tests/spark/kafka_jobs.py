@@ -89,7 +89,11 @@ def batch(args: dict[str, Any]) -> dict[str, Any]:
         .collect()
     )
     result["first"] = [
-        {"topic": r.topic, "timestampType": r.timestampType, "ts_ms": int(r.timestamp.timestamp() * 1000)}
+        {
+            "topic": r.topic,
+            "timestampType": r.timestampType,
+            "ts_ms": int(r.timestamp.timestamp() * 1000),
+        }
         for r in first
     ]
 

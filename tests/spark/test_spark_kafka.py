@@ -153,7 +153,11 @@ def test_batch_reads_offsets_and_writes_back(tmp_path: Path) -> None:
         assert reads["json"] == [r for r in everything if (r[0] == 0 and 3 <= r[1] < 7)] + [
             r for r in everything if r[0] == 1 and r[1] < 2
         ]
-        assert reads["json-latest"] == [[0, 8, "k8", "v8"], [0, 9, "k9", "v9"], [1, 4, "k14", "v14"]]
+        assert reads["json-latest"] == [
+            [0, 8, "k8", "v8"],
+            [0, 9, "k9", "v9"],
+            [1, 4, "k14", "v14"],
+        ]
         assert reads["empty"] == []
         assert [f["topic"] for f in result["first"]] == ["events"]
         assert result["first"][0]["timestampType"] == 0  # CreateTime
