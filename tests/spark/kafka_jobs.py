@@ -169,7 +169,8 @@ def stream(args: dict[str, Any]) -> dict[str, Any]:
         F.max(F.col("value").cast("long")).alias("high"),
     ).collect()[0]
     spark.stop()
-    return summary.asDict()
+    counts: dict[str, Any] = summary.asDict()
+    return counts
 
 
 JOBS = {"batch": batch, "stream": stream}

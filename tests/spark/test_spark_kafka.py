@@ -103,8 +103,8 @@ def _consume_all(bootstrap: str, topic: str, partitions: int) -> list[list[Any]]
             if message is None or message.error() is not None:
                 continue
             rows.append(
-                [message.partition(), message.offset(), message.key().decode(),
-                 message.value().decode()]
+                [message.partition(), message.offset(), bytes(message.key() or b"").decode(),
+                 bytes(message.value() or b"").decode()]
             )  # fmt: skip
         return sorted(rows)
     finally:
@@ -119,7 +119,7 @@ def test_batch_reads_offsets_and_writes_back(tmp_path: Path) -> None:
         records = [(0, f"k{i}".encode(), f"v{i}".encode()) for i in range(10)]
         records += [(1, f"k{i}".encode(), f"v{i}".encode()) for i in range(10, 15)]
         _produce(bootstrap, "events", records)
-        everything = sorted(
+        everything: list[list[Any]] = sorted(
             [p, o, f"k{i}", f"v{i}"]
             for p, o, i in [(0, i, i) for i in range(10)] + [(1, i - 10, i) for i in range(10, 15)]
         )
