@@ -55,10 +55,13 @@ class StandaloneCluster:
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = self.base / f"{name}.log"
         self.logs.append(log)
+        env = _env()
+        # The master's REST submission server would take the fixed port 6066: off.
+        env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"
         with log.open("wb") as out:
             process = subprocess.Popen(
                 ["nice", "-n", "5", str(SPARK_CLASS), *args],
-                stdout=out, stderr=out, env=_env(), start_new_session=True,
+                stdout=out, stderr=out, env=env, start_new_session=True,
             )  # fmt: skip
         self.processes.append(process)
         return process
@@ -83,7 +86,7 @@ class StandaloneCluster:
                 "--work-dir", str(work), self.master_url,
             )  # fmt: skip
         wait_until(
-            lambda: self.registered_workers() == 2,
+            lambda: self.registered_workers() >= 2,
             timeout_s=START_TIMEOUT_S, what="two workers registered with the master",
         )  # fmt: skip
 
