@@ -18,7 +18,7 @@ require = @command -v $(1) >/dev/null 2>&1 || { \
 	echo "make: '$(1)' is missing (the tests need it); install it with: apt-get install -y $(2)" >&2; \
 	exit 1; }
 
-.PHONY: run test test-deps test-tools check fast format lint types contracts venv clean bench chaos java
+.PHONY: run test soak test-deps test-tools check fast format lint types contracts venv clean bench chaos java spark-kafka
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,9 +46,27 @@ $(JAVA_STAMP): $(JAVA_SRC)
 
 java: $(JAVA_STAMP)
 
+## Spark's Kafka connector for tests/spark/test_spark_kafka*.py: Maven copies
+## spark-sql-kafka-0-10 (and kafka-clients, commons-pool2, the token provider) into
+## tests/spark/connector/target/dependency; again only when its pom.xml changes.
+SPARK_KAFKA_DIR   := tests/spark/connector
+SPARK_KAFKA_STAMP := $(SPARK_KAFKA_DIR)/target/.built
+
+$(SPARK_KAFKA_STAMP): $(SPARK_KAFKA_DIR)/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "make spark-kafka: mvn is needed: apt-get install -y maven" >&2; exit 1; }
+	mvn -q -B -f $(SPARK_KAFKA_DIR)/pom.xml package
+	touch $(SPARK_KAFKA_STAMP)
+
+spark-kafka: $(SPARK_KAFKA_STAMP)
+
 ## Set up and run the whole test suite.
-test: test-deps $(JAVA_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+test: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 -m "not soak" $(PYTEST_ARGS)
+
+## The long runs kept out of `make test` (marker `soak`, listed in docs/status.md): Spark
+## Structured Streaming through a driver SIGKILL, the audit on a standalone Spark cluster.
+soak: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP)
+	$(BIN)/python -m pytest -m soak $(PYTEST_ARGS)
 
 ## Everything the tests drive that a fresh clone lacks: the venv (trafka and the Python
 ## clients), kafkajs (npm); the system tools are checked, not installed.
@@ -98,4 +116,4 @@ chaos: $(STAMP)
 	CHAOS_NODES=$(CHAOS_NODES) CHAOS_DURATION=$(CHAOS_DURATION) $(BIN)/python bench/chaos.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(JAVA_DIR)/target
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(JAVA_DIR)/target $(SPARK_KAFKA_DIR)/target
