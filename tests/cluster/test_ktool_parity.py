@@ -9,12 +9,13 @@ same arguments against the same 2-node cluster, and compares what they print lin
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from typer.testing import CliRunner
 
 from tests.cluster.java_support import ToolResult, ToolShell, start_slowly
@@ -286,3 +287,74 @@ def test_log_dirs(tools: Tools) -> None:
     missing = tools.both("kafka-log-dirs", "log-dirs", "--describe", "--broker-list", "1,7")
     assert missing.kafka.exit != 0 and missing.ktool.exit != 0
     assert "The given brokers do not exist from --broker-list: 7" in missing.ktool.err
+
+
+# ---- consumer groups ----------------------------------------------------------------------------
+def _consumer(tools: Tools, group: str, client_id: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": tools.cluster.bootstrap_servers,
+            "group.id": group,
+            "client.id": client_id,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def _consume_and_commit(consumer: Consumer, topic: str, count: int) -> None:
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < count and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            seen += 1
+    assert seen == count, f"consumed {seen} of {count} from {topic}"
+    consumer.commit(asynchronous=False)
+
+
+def test_groups_describe_all_groups(tools: Tools) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-grp",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "2",
+    ).ok()
+    _produce(tools, "kp-grp", [f"k{i}:v{i}" for i in range(40)])
+    _wait_for_end_offsets(tools, "kp-grp", 40)
+    # an empty group with committed offsets (no member owns them) ...
+    idle = _consumer(tools, "kp-idle-group", "idle-client")
+    _consume_and_commit(idle, "kp-grp", 40)
+    idle.close()
+    # ... and a stable group whose one member owns all three partitions, with lag
+    active = _consumer(tools, "kp-active", "active-client")
+    try:
+        _consume_and_commit(active, "kp-grp", 40)
+        _produce(tools, "kp-grp", [f"k{i}:more{i}" for i in range(9)])
+        _wait_for_end_offsets(tools, "kp-grp", 49)
+        for args in (
+            ("--describe", "--all-groups", "--offsets", "--verbose"),
+            ("--describe", "--all-groups"),
+            ("--describe", "--group", "kp-idle-group", "--group", "kp-active", "--verbose"),
+            ("--describe", "--group", "kp-nope", "--offsets"),
+        ):
+            command = "groups describe"
+            both = Both(
+                tools.kafka("kafka-consumer-groups", *args),
+                tools.ktool(command, *(a for a in args if a != "--describe")),
+            )
+            lines = _same(both)
+            if args[1] == "--all-groups" and "--verbose" in args:
+                assert lines[0].split()[3] == "LEADER-EPOCH"
+                groups = [line.split()[0] for line in lines[1:] if not line.startswith("GROUP")]
+                assert {"kp-active", "kp-idle-group"} <= set(groups)
+                lags = [line.split()[6] for line in lines if line.startswith("kp-active ")]
+                assert len(lags) == 3 and sum(map(int, lags)) == 9
+                assert "Consumer group 'kp-idle-group' has no active members." in both.ktool.err
+    finally:
+        active.close()
