@@ -358,3 +358,56 @@ def test_groups_describe_all_groups(tools: Tools) -> None:
                 assert "Consumer group 'kp-idle-group' has no active members." in both.ktool.err
     finally:
         active.close()
+
+
+# ---- console consumer ---------------------------------------------------------------------------
+def test_consume(tools: Tools) -> None:
+    tools.kafka(
+        "kafka-topics",
+        "--create",
+        "--topic",
+        "kp-cons",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "2",
+    ).ok()
+    _produce(tools, "kp-cons", [f"k{i}:v{i}" for i in range(20)])
+    _wait_for_end_offsets(tools, "kp-cons", 20)
+    shown = ("print.key=true", "print.offset=true", "print.partition=true", "print.timestamp=true")
+    for args in (
+        ("--topic", "kp-cons", "--partition", "0", "--from-beginning", "--max-messages", "4"),
+        (
+            "--topic",
+            "kp-cons",
+            "--partition",
+            "1",
+            "--offset",
+            "2",
+            "--max-messages",
+            "3",
+            *(a for p in shown for a in ("--formatter-property", p)),
+        ),
+        (
+            "--topic",
+            "kp-cons",
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "2",
+            "--formatter-property",
+            "print.key=true",
+            "--formatter-property",
+            "key.separator=|",
+            "--formatter-property",
+            "print.headers=true",
+        ),
+    ):
+        both = tools.both("kafka-console-consumer", "consume", *args)
+        lines = _same(both)
+        count = int(args[args.index("--max-messages") + 1])
+        assert len(lines) == count
+        assert f"Processed a total of {count} messages" in both.ktool.err
+    assert lines[0].startswith("NO_HEADERS|k")
