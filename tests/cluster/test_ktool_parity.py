@@ -411,3 +411,50 @@ def test_consume(tools: Tools) -> None:
         assert len(lines) == count
         assert f"Processed a total of {count} messages" in both.ktool.err
     assert lines[0].startswith("NO_HEADERS|k")
+
+
+# ---- console producer ---------------------------------------------------------------------------
+def test_produce(tools: Tools) -> None:
+    for topic in ("kp-prod-kafka", "kp-prod-ktool"):
+        tools.kafka(
+            "kafka-topics",
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "2",
+        ).ok()
+    lines = "".join(f"key-{i}:value {i}\n" for i in range(30))
+    reader = ("--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
+    tools.kafka("kafka-console-producer", "--topic", "kp-prod-kafka", *reader, stdin=lines).ok()
+    tools.ktool("produce", "--topic", "kp-prod-ktool", *reader, stdin=lines).ok()
+    _wait_for_end_offsets(tools, "kp-prod-kafka", 30)
+    _wait_for_end_offsets(tools, "kp-prod-ktool", 30)
+    ends = tools.kafka("kafka-get-offsets", "--topic", "kp-prod-kafka").ok().lines
+    counts = {int(line.split(":")[1]): int(line.split(":")[2]) for line in ends}
+    shown = ("print.key=true", "print.offset=true", "print.partition=true")
+    for partition, count in counts.items():
+        read = [
+            tools.kafka(
+                "kafka-console-consumer",
+                "--topic",
+                topic,
+                "--partition",
+                str(partition),
+                "--from-beginning",
+                "--max-messages",
+                str(count),
+                *(a for p in shown for a in ("--formatter-property", p)),
+            )
+            .ok()
+            .lines
+            for topic in ("kp-prod-kafka", "kp-prod-ktool")
+        ]
+        assert read[0] == read[1]
+        assert len(read[1]) == count
+    assert sum(counts.values()) == 30 and len([c for c in counts.values() if c]) > 1
+    refused = tools.ktool("produce", "--topic", "kp-prod-ktool", *reader, stdin="no-separator\n")
+    assert refused.exit != 0
+    assert "No key separator found on line number 1: 'no-separator'" in refused.err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trafka.log.record_model import Record, RecordHeader
-from trafka.tools.console_cmd import Formatter, _start_offset
+from trafka.tools.console_cmd import Formatter, _start_offset, key_partition, murmur2, parse_line
 from trafka.tools.offsets_cmd import OffsetsCommandError
 
 
@@ -45,3 +45,19 @@ def test_start_offsets() -> None:
             _start_offset(bad, False)
     with pytest.raises(OffsetsCommandError):
         Formatter.from_properties(["print.key"])
+
+
+def test_murmur2_matches_kafkas_utils() -> None:
+    # Kafka's UtilsTest.testMurmur2 values
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-longer-string") == -1486304829
+    assert murmur2(b"abc") == 479470107
+    assert key_partition(b"21", 3) == (-973932308 & 0x7FFFFFFF) % 3
+
+
+def test_parse_line() -> None:
+    assert parse_line("k:v:w", 1, True, ":") == (b"k", b"v:w")
+    assert parse_line("k:v", 1, False, ":") == (None, b"k:v")
+    with pytest.raises(OffsetsCommandError, match="No key separator found on line number 4: 'kv'"):
+        parse_line("kv", 4, True, ":")

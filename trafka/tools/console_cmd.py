@@ -1,4 +1,4 @@
-"""`ktool consume`: kafka-console-consumer.sh's printed lines, from our own trio client.
+"""`ktool consume` and `ktool produce`: kafka-console-consumer.sh and kafka-console-producer.sh.
 
     ktool consume --bootstrap-server H:P --topic T [--partition N] [--offset earliest|latest|N]
         [--from-beginning] [--max-messages N] [--timeout-ms MS] [--property print.key=true ...]
@@ -17,6 +17,18 @@ through a consumer group (no `--group`, no commits), so records of different par
 interleave differently; `--timeout-ms` ends quietly (exit 0) after that long without a record.
 Not implemented: `--group`, `--include` regex, `--isolation-level read_committed`, custom
 formatters and deserializers.
+
+    ktool produce --bootstrap-server H:P --topic T [--reader-property parse.key=true
+        --reader-property key.separator=:] < lines
+
+Each stdin line is a record (its value; with `parse.key=true` the text before the first
+`key.separator`, a tab by default, is the key, and a line without it is refused as Kafka's
+LineMessageReader refuses it). A keyed record goes to Kafka's default partition,
+murmur2(key) & 0x7fffffff modulo the partition count (the Java client's hash, so the same
+keys land where Kafka's tool puts them); a record without key goes round robin. Records are
+sent one Produce (v3-v9, acks=-1, like the tool's default) per line, in order.
+Not implemented: `parse.headers`, `--compression-codec`, `--sync`/batching settings,
+`ignore.error`.
 """
 
 from __future__ import annotations
@@ -31,8 +43,8 @@ import typer
 
 from trafka.log.batch import entry_size_at
 from trafka.log.errors import CorruptRecordError
-from trafka.log.record_model import Record
-from trafka.log.records import iter_batches
+from trafka.log.record_model import NewRecord, Record
+from trafka.log.records import build_batch, iter_batches
 from trafka.net.api_keys import ApiKey
 from trafka.tools.offsets_cmd import ClusterClient, OffsetsCommandError, run_on_cluster
 
@@ -110,6 +122,110 @@ class Formatter:
 
     def _text(self, data: bytes | None) -> str:
         return self.null_literal if data is None else data.decode("utf-8", errors="replace")
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's `Utils.murmur2` (the Java client's key hash), as a signed 32-bit int."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(length // 4):
+        k = int.from_bytes(data[i * 4 : i * 4 + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    tail = length & ~3
+    rest = length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partition of a keyed record."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def parse_line(
+    line: str, number: int, parse_key: bool, separator: str
+) -> tuple[bytes | None, bytes]:
+    """A stdin line as (key, value), as LineMessageReader reads it."""
+    if not parse_key:
+        return None, line.encode()
+    key, found, value = line.partition(separator)
+    if not found:
+        raise OffsetsCommandError(f"No key separator found on line number {number}: '{line}'")
+    return key.encode(), value.encode()
+
+
+def produce(
+    topic: Annotated[str, typer.Option("--topic", help="The topic to write.")],
+    bootstrap_server: Annotated[
+        str, typer.Option("--bootstrap-server", help="host:port of brokers, comma separated.")
+    ] = "localhost:9092",
+    properties: Annotated[
+        list[str] | None,
+        typer.Option("--reader-property", "--property", help="Reader setting name=value."),
+    ] = None,
+) -> None:
+    """Write stdin's lines as records, like kafka-console-producer.sh."""
+    values: dict[str, str] = {}
+    for item in properties or []:
+        name, equals, value = item.partition("=")
+        if not equals:
+            typer.echo(f"Invalid property {item!r} (want name=value)", err=True)
+            raise typer.Exit(1)
+        values[name.strip()] = value
+    parse_key = values.get("parse.key", "false").strip().lower() == "true"
+    separator = _unescape(values.get("key.separator", "\t"))
+    lines = sys.stdin.read().splitlines()
+
+    async def body(cluster: ClusterClient) -> None:
+        await cluster.load_metadata([topic])
+        partitions = sorted(p for t, p in cluster.leaders if t == topic)
+        if not partitions:
+            raise OffsetsCommandError(f"topic '{topic}' does not exist")
+        next_round_robin = 0
+        for number, line in enumerate(lines, start=1):
+            key, value = parse_line(line, number, parse_key, separator)
+            if key is None:
+                partition = partitions[next_round_robin % len(partitions)]
+                next_round_robin += 1
+            else:
+                partition = key_partition(key, len(partitions))
+            now = int(time.time() * 1000)
+            batch = build_batch([NewRecord(value=value, key=key, timestamp=now)])
+            response = await cluster.call(
+                _leader(cluster, topic, partition),
+                ApiKey.PRODUCE,
+                {
+                    "transactional_id": None,
+                    "acks": -1,
+                    "timeout": timedelta(seconds=30),
+                    "topic_data": [
+                        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+                    ],
+                },
+                9,
+                3,
+            )
+            answer = response.responses[0].partition_responses[0]
+            if int(answer.error_code) != 0:
+                raise OffsetsCommandError(
+                    f"producing to {topic}-{partition} failed: error {int(answer.error_code)}"
+                )
+
+    run_on_cluster(body, bootstrap_server, "ERROR ")
 
 
 def _whole_entries(data: bytes) -> bytes:
