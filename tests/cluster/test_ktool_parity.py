@@ -226,7 +226,14 @@ def test_delete_records(tools: Tools, tmp_path: Path) -> None:
         [("kp-dr", 0, 30)],
     ):
         both = run_both(entries, entries)
-        _same(both)
+        # Kafka's tool prints the partitions in its result map's (hash) order, not the
+        # file's: the same lines, compared as a set after the two header lines
+        assert both.kafka.exit == both.ktool.exit, (both.kafka, both.ktool)
+        assert both.ktool.lines[:2] == both.kafka.lines[:2], (both.kafka, both.ktool)
+        assert sorted(both.ktool.lines[2:]) == sorted(both.kafka.lines[2:]), (
+            both.kafka,
+            both.ktool,
+        )
     # a topic that does not exist: Kafka's Admin client retries its metadata lookup until the
     # 60 s timeout and prints a TimeoutException; ktool answers at once with the error code
     missing = tools.ktool(
