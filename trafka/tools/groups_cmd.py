@@ -1,7 +1,8 @@
 """`ktool groups`: Kafka's kafka-consumer-groups.sh for trafka (REFERENCE §6.4, docs/groups.md).
 
     ktool groups list [--state Stable ...] [--json]
-    ktool groups describe --group G [--members | --state] [--json]
+    ktool groups describe (--group G ... | --all-groups) [--offsets [--verbose] | --members
+        | --state] [--json]
     ktool groups reset-offsets --group G (--topic T[:P,P] ... | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO | --shift-by N)
         [--dry-run (default) | --execute] [--json]
@@ -21,8 +22,13 @@ ListGroups v4 (to every broker), DescribeGroups v5, OffsetFetch v6, ListOffsets 
 OffsetCommit v8 (generation -1: a "simple" commit, so the group must be inactive),
 DeleteGroups v2, OffsetDelete v0.
 
-Not implemented: `--from-file`, `--to-current`, `--by-duration`, `--export` (CSV),
-`--offsets` combined with `--members --verbose` (partition lists per member).
+The offsets table is kafka-consumer-groups.sh's line for line (its printf widths and row
+order; `--verbose` adds LEADER-EPOCH; a group without rows prints no table; a dead group
+prints "Error: Consumer group 'g' does not exist." on stdout, as Kafka does); compared with
+Kafka 4.4's tool in tests/cluster/test_ktool_parity.py.
+
+Not implemented: `--verbose` with `--members`/`--state` (epochs and partition lists per
+member), `--from-file`, `--to-current`, `--by-duration`, `--export` (CSV).
 """
 
 from __future__ import annotations
@@ -107,6 +113,7 @@ class PartitionOffsets:
     consumer_id: str
     host: str
     client_id: str
+    leader_epoch: int | None = None
 
     @property
     def lag(self) -> int | None:
@@ -155,7 +162,8 @@ class _Admin:
     """Connections to the brokers of one cluster, by node id."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
+        # a list `h1:p1,h2:p2` is accepted, like Kafka's tools; the first one is asked
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
         if not host or not port.isdigit():
             raise GroupsError(f"bad --bootstrap-server {bootstrap!r} (want host:port)")
         self._bootstrap = (host, int(port))
@@ -266,6 +274,14 @@ class _Admin:
         return described, node_id, address
 
     async def committed(self, group: str, address: tuple[str, int]) -> dict[tuple[str, int], int]:
+        return {
+            tp: offset for tp, (offset, _) in (await self.committed_epochs(group, address)).items()
+        }
+
+    async def committed_epochs(
+        self, group: str, address: tuple[str, int]
+    ) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """Committed offset and leader epoch (None when unknown) of each partition."""
         response = await self.request(
             address,
             ApiKey.OFFSET_FETCH,
@@ -277,7 +293,10 @@ class _Admin:
                 f"cannot fetch offsets of group '{group}': {_error_name(int(response.error_code))}"
             )
         return {
-            (str(t.name), int(p.partition_index)): int(p.committed_offset)
+            (str(t.name), int(p.partition_index)): (
+                int(p.committed_offset),
+                int(p.committed_leader_epoch) if int(p.committed_leader_epoch) >= 0 else None,
+            )
             for t in response.topics
             for p in t.partitions
             if int(p.committed_offset) >= 0
@@ -355,44 +374,192 @@ def _notes(group: str, described: Any) -> None:
         typer.echo(f"Consumer group '{group}' has no active members.", err=True)
 
 
+def _offset_rows(
+    group: str,
+    described: Any,
+    committed: dict[tuple[str, int], tuple[int, int | None]],
+    ends: dict[tuple[str, int], int],
+) -> list[PartitionOffsets]:
+    """kafka-consumer-groups.sh's rows: members with the most partitions first (each member's
+    partitions by topic and partition), then committed partitions no member owns."""
+
+    def row(tp: tuple[str, int], owner: Any) -> PartitionOffsets:
+        offset, epoch = committed.get(tp, (None, None))
+        return PartitionOffsets(
+            topic=tp[0],
+            partition=tp[1],
+            current_offset=offset,
+            log_end_offset=ends.get(tp),
+            consumer_id=str(owner.member_id) if owner else "",
+            host=str(owner.client_host) if owner else "",
+            client_id=str(owner.client_id) if owner else "",
+            leader_epoch=epoch,
+        )
+
+    assigned: list[tuple[Any, list[tuple[str, int]]]] = []
+    for member in described.members:
+        tps = [
+            (topic, partition)
+            for topic, partitions in (
+                assigned_partitions(bytes(member.member_assignment)) or {}
+            ).items()
+            for partition in partitions
+        ]
+        if tps:
+            assigned.append((member, sorted(set(tps))))
+    assigned.sort(key=lambda entry: -len(entry[1]))  # stable, like Java's List.sort
+    rows = [row(tp, member) for member, tps in assigned for tp in tps]
+    owned = {tp for _, tps in assigned for tp in tps}
+    rows += [row(tp, None) for tp in sorted(set(committed) - owned)]
+    return rows
+
+
+def offsets_table(rows: Sequence[PartitionOffsets], group: str, *, verbose: bool) -> list[str]:
+    """The lines of kafka-consumer-groups.sh's offsets table (its printf widths: group, topic,
+    consumer id and host at least 15 wide, the other columns 10 or 15, CLIENT-ID unpadded)."""
+    widths = {"group": 15, "topic": 15, "consumer": 15, "host": 15}
+    for r in rows:
+        widths["group"] = max(widths["group"], len(group))
+        widths["topic"] = max(widths["topic"], len(r.topic))
+        widths["consumer"] = max(widths["consumer"], len(str(_dash(r.consumer_id))))
+        widths["host"] = max(widths["host"], len(str(_dash(r.host))))
+    middle = [10, 15, 15, 15, 15] if verbose else [10, 15, 15, 15]
+    pads = [widths["group"], widths["topic"], *middle, widths["consumer"], widths["host"]]
+
+    def line(cells: Sequence[object]) -> str:
+        text = [str(c) for c in cells]
+        return " ".join([*(c.ljust(w) for c, w in zip(text, pads, strict=False)), text[-1]])
+
+    epoch = ["LEADER-EPOCH"] if verbose else []
+    lines = [
+        line(
+            [
+                "GROUP",
+                "TOPIC",
+                "PARTITION",
+                *epoch,
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "CONSUMER-ID",
+                "HOST",
+                "CLIENT-ID",
+            ]
+        )
+    ]
+    for r in rows:
+        lines.append(
+            line(
+                [
+                    group,
+                    r.topic,
+                    r.partition,
+                    *([_dash(r.leader_epoch)] if verbose else []),
+                    _dash(r.current_offset),
+                    _dash(r.log_end_offset),
+                    _dash(r.lag),
+                    _dash(r.consumer_id),
+                    _dash(r.host),
+                    _dash(r.client_id),
+                ]
+            )
+        )
+    return lines
+
+
+async def _consumer_groups(admin: _Admin) -> list[str]:
+    """Every group of the cluster, from ListGroups to each broker, sorted."""
+    await admin.metadata([])
+    listed: set[str] = set()
+    for address in admin.brokers.values():
+        response = await admin.request(address, ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+        if int(response.error_code) == 0:
+            listed.update(str(g.group_id) for g in response.groups)
+    return sorted(listed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Described:
+    group: str
+    described: Any
+    node_id: int
+    address: tuple[str, int]
+    rows: list[PartitionOffsets]
+
+
 @groups_app.command("describe")
 def describe(
-    group: GroupOption,
+    group: Annotated[
+        list[str] | None, typer.Option("--group", help="The consumer group (repeatable).")
+    ] = None,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Describe every group of the cluster.")
+    ] = False,
     bootstrap_server: BootstrapOption = "localhost:9092",
+    offsets: Annotated[
+        bool, typer.Option("--offsets", help="Offsets and lag per partition (the default).")
+    ] = False,
     members: Annotated[bool, typer.Option("--members", help="Describe the members.")] = False,
     state: Annotated[bool, typer.Option("--state", help="Describe the group's state.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="With offsets: add the LEADER-EPOCH column.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Offsets and lag per partition (default), members, or state of a group."""
+    """Offsets and lag per partition (default), members, or state of groups."""
+    if sum([offsets, members, state]) > 1:
+        typer.echo("Error: choose one of --offsets, --members, --state", err=True)
+        raise typer.Exit(1)
+    if bool(group) == all_groups:
+        typer.echo("Error: give --group (one or more) or --all-groups", err=True)
+        raise typer.Exit(1)
+    if verbose and (members or state):
+        typer.echo(
+            "Error: --verbose is implemented with --offsets only (ktool, docs/compatibility.md)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    with_offsets = not (members or state)
 
-    async def body(admin: _Admin) -> tuple[Any, int, tuple[str, int], list[PartitionOffsets]]:
-        described, node_id, address = await admin.describe(group)
-        rows: list[PartitionOffsets] = []
-        if not (members or state):
-            committed = await admin.committed(group, address)
-            owners = _member_partitions(described)
-            partitions = sorted(set(committed) | set(owners))
-            await admin.metadata(sorted({t for t, _ in partitions}))
-            ends = await admin.list_offsets(partitions, _LATEST)
-            for tp in partitions:
-                owner = owners.get(tp)
-                rows.append(
-                    PartitionOffsets(
-                        topic=tp[0],
-                        partition=tp[1],
-                        current_offset=committed.get(tp),
-                        log_end_offset=ends.get(tp),
-                        consumer_id=str(owner.member_id) if owner else "",
-                        host=str(owner.client_host) if owner else "",
-                        client_id=str(owner.client_id) if owner else "",
-                    )
-                )
-        return described, node_id, address, rows
+    async def body(admin: _Admin) -> list[_Described]:
+        names = sorted(set(group or [])) if group else await _consumer_groups(admin)
+        result: list[_Described] = []
+        for name in names:
+            described, node_id, address = await admin.describe(name)
+            rows: list[PartitionOffsets] = []
+            if with_offsets:
+                committed = await admin.committed_epochs(name, address)
+                owners = _member_partitions(described)
+                partitions = sorted(set(committed) | set(owners))
+                await admin.metadata(sorted({t for t, _ in partitions}))
+                ends = await admin.list_offsets(partitions, _LATEST)
+                rows = _offset_rows(name, described, committed, ends)
+            result.append(_Described(name, described, node_id, address, rows))
+        return result
 
-    described, node_id, address, rows = _run(body, bootstrap_server)
+    results = _run(body, bootstrap_server)
+    values: list[Any] = []
+    printed = False
+    for result in results:
+        value, lines = _describe_one(result, members=members, state=state, verbose=verbose)
+        values.append(value)
+        if lines and not as_json:
+            if printed:
+                typer.echo("")  # Kafka's blank line between groups
+            typer.echo("\n".join(lines))
+            printed = True
+    if as_json:
+        _print_json(values[0] if group and len(values) == 1 else values)
+
+
+def _describe_one(
+    result: _Described, *, members: bool, state: bool, verbose: bool
+) -> tuple[Any, list[str]]:
+    """One group's JSON value and table lines; its notes go to stderr."""
+    group, described = result.group, result.described
     state_name = str(described.group_state)
     if state:
-        coordinator = f"{address[0]}:{address[1]} ({node_id})"
+        coordinator = f"{result.address[0]}:{result.address[1]} ({result.node_id})"
         record = {
             "group": group,
             "coordinator": coordinator,
@@ -400,24 +567,22 @@ def describe(
             "state": state_name,
             "members": len(described.members),
         }
-        if as_json:
-            _print_json(record)
-            return
-        typer.echo(
-            format_table(
-                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+        table = format_table(
+            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [
                 [
-                    [
-                        group,
-                        coordinator,
-                        _dash(record["assignment_strategy"]),
-                        state_name,
-                        len(described.members),
-                    ]
-                ],
-            )
+                    group,
+                    coordinator,
+                    _dash(record["assignment_strategy"]),
+                    state_name,
+                    len(described.members),
+                ]
+            ],
         )
-        return
+        return record, table.splitlines()
+    if state_name == "Dead":
+        # Kafka's tool prints this on stdout, where the table would have been
+        return [], [f"Error: Consumer group '{group}' does not exist."]
     _notes(group, described)
     if members:
         member_rows = []
@@ -433,73 +598,39 @@ def describe(
                     "partitions": sum(len(p) for p in assigned.values()),
                 }
             )
-        if as_json:
-            _print_json(member_rows)
-            return
-        typer.echo(
-            format_table(
-                ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-                [
-                    [
-                        r["group"],
-                        r["consumer_id"],
-                        _dash(r["group_instance_id"]),
-                        r["host"],
-                        r["client_id"],
-                        r["partitions"],
-                    ]
-                    for r in member_rows
-                ],
-            )
-        )
-        return
-    if as_json:
-        _print_json(
-            [
-                {
-                    "group": group,
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "current_offset": r.current_offset,
-                    "log_end_offset": r.log_end_offset,
-                    "lag": r.lag,
-                    "consumer_id": r.consumer_id or None,
-                    "host": r.host or None,
-                    "client_id": r.client_id or None,
-                }
-                for r in rows
-            ]
-        )
-        return
-    typer.echo(
-        format_table(
-            [
-                "GROUP",
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            ],
+        table = format_table(
+            ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
             [
                 [
-                    group,
-                    r.topic,
-                    r.partition,
-                    _dash(r.current_offset),
-                    _dash(r.log_end_offset),
-                    _dash(r.lag),
-                    _dash(r.consumer_id),
-                    _dash(r.host),
-                    _dash(r.client_id),
+                    r["group"],
+                    r["consumer_id"],
+                    _dash(r["group_instance_id"]),
+                    r["host"],
+                    r["client_id"],
+                    r["partitions"],
                 ]
-                for r in rows
+                for r in member_rows
             ],
         )
-    )
+        return member_rows, table.splitlines()
+    value = [
+        {
+            "group": group,
+            "topic": r.topic,
+            "partition": r.partition,
+            "leader_epoch": r.leader_epoch,
+            "current_offset": r.current_offset,
+            "log_end_offset": r.log_end_offset,
+            "lag": r.lag,
+            "consumer_id": r.consumer_id or None,
+            "host": r.host or None,
+            "client_id": r.client_id or None,
+        }
+        for r in result.rows
+    ]
+    # Kafka prints no table at all for a group without rows (no members, no offsets)
+    lines = offsets_table(result.rows, group, verbose=verbose) if result.rows else []
+    return value, lines
 
 
 def _parse_datetime(text: str) -> int:

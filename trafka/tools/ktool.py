@@ -17,6 +17,7 @@ from trafka.client import command_config
 from trafka.tools.acls_cmd import acls
 from trafka.tools.audit_cmd import audit_app
 from trafka.tools.configs_cmd import configs
+from trafka.tools.console_cmd import consume, produce
 from trafka.tools.dump_log import dump_log_app
 from trafka.tools.groups_cmd import groups_app
 from trafka.tools.logdirs_cmd import register as register_log_dirs
@@ -48,6 +49,8 @@ app.command("configs")(configs)
 app.command("metrics")(metrics)
 register_offsets(app)  # get-offsets, delete-records
 register_log_dirs(app)  # log-dirs
+app.command("consume")(consume)
+app.command("produce")(produce)
 
 
 def main() -> None:
