@@ -19,7 +19,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 # `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`). Tests that
 # load both cores by themselves (Spark, long multi-node runs under fault injection, the
-# fuzzer, a million-message order check, Java programs) run one at a time, each kind on one
+# fuzzer, a million-message order check; Java programs) run one at a time, each kind on one
 # worker, so two of them never share the machine's two cores; everything else is spread
 # over both workers. Without xdist (`-p no:xdist`, `-n 0`) the markers change nothing.
 _GROUPS: dict[str, str] = {
@@ -28,7 +28,7 @@ _GROUPS: dict[str, str] = {
     "tests/fuzz/test_fuzz.py": "heavy",
     "tests/cluster/test_order.py": "heavy",
     "tests/cluster/test_transactions_cluster.py": "heavy",
-    "tests/cluster/test_java_": "heavy",
+    "tests/cluster/test_java_": "java",
     "tests/log/test_crash.py": "heavy",
 }
 

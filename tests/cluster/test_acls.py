@@ -14,6 +14,7 @@ the Kafka admin API (CreateAcls), so each test also shows the ACL APIs working:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,10 +148,13 @@ def _log_values(node: SecuredNode) -> list[bytes]:
     consumer.assign([TopicPartition(ORDERS, 0, 0)])
     values: list[bytes] = []
     try:
+        # The first records can take seconds on a loaded machine (SASL handshake, metadata,
+        # first fetch): wait up to 30 s for them, then read until 3 s bring nothing new.
+        deadline = time.monotonic() + 30
         idle = 0
-        while idle < 3:
+        while idle < 3 and (values or time.monotonic() < deadline):
             batch = consumer.consume(100, timeout=1)
-            idle = idle + 1 if not batch else 0
+            idle = idle + 1 if not batch and values else 0
             values.extend(m.value() for m in batch if m.error() is None)
     finally:
         consumer.close()
