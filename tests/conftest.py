@@ -33,6 +33,7 @@ _GROUPS: dict[str, str] = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = str(config.rootpath)
     for item in items:

@@ -327,8 +327,12 @@ def test_term_and_vote_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     journal = FileJournal(str(tmp_path / "quorum.journal"))
     try:
 
+        class Conf:
+            journalFile = str(tmp_path / "quorum.journal")
+
         class Fake:
             _SyncObj__raftLog = journal
+            _SyncObj__conf = Conf()
 
         _make_meta_durable(Fake())
         assert isinstance(journal._FileJournal__metaStorer, _DurableMetaStorer)

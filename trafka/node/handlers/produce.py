@@ -116,6 +116,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 verified.append((topic, partition, records))
         ready = verified
     for topic, partition, records in ready:
+        await loop_slice.tick()  # thousands of partitions: other connections are served too
         # Synchronous, in request order: this and every earlier request's appends are in the
         # logs before the next request on the connection may start (per-partition order).
         step = replica_manager.append_records(
