@@ -56,12 +56,15 @@ import contextlib
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from trafka.log.batch import BatchHeader
 from trafka.log.config import INT_MAX, LONG_MAX, LogConfig
 from trafka.log.control import ControlRecordType, decode_control_key
 from trafka.log.errors import CorruptRecordError, LogError
 from trafka.log.partition_log import CLEANER_TMP_DIR, PartitionLog
+from trafka.log.record_model import Record
 from trafka.log.records import NewRecord, RecordBatch, build_batch, decode_batch
 from trafka.log.segment import EntryInfo, LogSegment, entry_info_at, iter_entries_in
 from trafka.log.txn_index import AbortedTxn
@@ -454,31 +457,7 @@ def _clean_marker(
         return data
     horizon = now_ms + config.delete_retention_ms
     counters.horizon(horizon)
-    header = decoded.header
-    return build_batch(
-        [
-            NewRecord(
-                record.value,
-                key=record.key,
-                headers=record.headers,
-                timestamp=record.timestamp,
-                offset_delta=record.offset - header.base_offset,
-            )
-            for record in decoded.records
-        ],
-        base_offset=header.base_offset,
-        compression=header.compression,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional,
-        is_control=True,
-        timestamp_type=header.timestamp_type,
-        now_ms=header.max_timestamp,
-        delete_horizon_ms=horizon,
-        last_offset_delta=header.last_offset_delta,
-    )
+    return _rebuild(decoded.header, decoded.records, horizon, is_control=True)
 
 
 def _clean_batch(
@@ -533,11 +512,22 @@ def _clean_batch(
             info.producer_id >= 0
             and producer_last_offsets.get(info.producer_id) == info.last_offset
         ):
-            retained_records: list[NewRecord] = []
-        else:
-            return None
-    else:
-        retained_records = [
+            return _rebuild(header, [], new_horizon)
+        return None
+    return _rebuild(header, retained, new_horizon)
+
+
+def _rebuild(
+    header: BatchHeader,
+    records: Sequence[Record],
+    delete_horizon_ms: int | None,
+    *,
+    is_control: bool = False,
+) -> bytes:
+    """The batch again with only `records`, its header's fields kept (offsets, producer,
+    last offset delta) and the given delete horizon."""
+    return build_batch(
+        [
             NewRecord(
                 record.value,
                 key=record.key,
@@ -545,10 +535,8 @@ def _clean_batch(
                 timestamp=record.timestamp,
                 offset_delta=record.offset - header.base_offset,
             )
-            for record in retained
-        ]
-    return build_batch(
-        retained_records,
+            for record in records
+        ],
         base_offset=header.base_offset,
         compression=header.compression,
         producer_id=header.producer_id,
@@ -556,8 +544,9 @@ def _clean_batch(
         base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch,
         is_transactional=header.is_transactional,
+        is_control=is_control,
         timestamp_type=header.timestamp_type,
         now_ms=header.max_timestamp,
-        delete_horizon_ms=new_horizon,
+        delete_horizon_ms=delete_horizon_ms,
         last_offset_delta=header.last_offset_delta,
     )
