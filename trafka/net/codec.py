@@ -120,7 +120,10 @@ def _decode(cls: type[Any], buffer: bytes | bytearray | memoryview, offset: int)
             # kio's native reader pre-reserves compact arrays from the claimed count; check
             # every count against the bytes present first (trafka.net.guard).
             guard.check_flexible(cls, buffer, offset)
-        value, _size = _reader(cls)(buffer, offset)
+            value, _size = _reader(cls)(buffer, offset)
+        else:
+            value, _size = _reader(cls)(buffer, offset)
+            guard.check_not_null(value)  # kio reads a null for a non-nullable field as None
     except Exception as error:  # kio raises DecodeError, ValueError, UnicodeError, ...
         raise MalformedMessage(f"cannot decode {cls.__name__}: {error!r}") from error
     return value

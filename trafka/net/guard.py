@@ -86,6 +86,19 @@ def _compact_bytes(buffer: Buffer, offset: int, end: int) -> int:
     return offset
 
 
+def _not_null(name: str, skip: Skip) -> Skip:
+    """`skip` of a compact array that the schema does not let be null (count varint 0):
+    such a request is malformed, as Kafka's generated readers say ("non-nullable field ...
+    was serialized as null"); kio would read it as None and the handler fail on it."""
+
+    def checked(buffer: Buffer, offset: int, end: int) -> int:
+        if offset < end and buffer[offset] == 0:
+            raise BoundsError(f"non-nullable field {name} was serialized as null")
+        return skip(buffer, offset, end)
+
+    return checked
+
+
 def _compact_array(element: Skip) -> Skip:
     def skip(buffer: Buffer, offset: int, end: int) -> int:
         count_plus_one, offset = _uvarint(buffer, offset, end)
@@ -133,19 +146,23 @@ def _unwrap(annotation: Any) -> tuple[Any, bool, bool]:
 
 def _field_skip(field: dataclasses.Field[Any], tagged: bool) -> Skip:
     inner, is_array, optional = _unwrap(field.type)
+    kafka_type = field.metadata.get("kafka_type")
     if dataclasses.is_dataclass(inner):
         element = _entity_skip(typing.cast(type, inner))
         if is_array:
-            return _compact_array(element)
+            array = _compact_array(element)
+            return array if optional else _not_null(field.name, array)
         return _nullable_entity(element) if optional and not tagged else element
-    kafka_type = field.metadata.get("kafka_type")
     if kafka_type in _VARIABLE:
-        element = _compact_bytes
+        element = _compact_bytes  # kio itself refuses a null non-nullable string
     elif kafka_type in _FIXED_SIZES:
         element = _fixed(_FIXED_SIZES[kafka_type])
     else:
         raise TypeError(f"no bounds rule for {field.name}: {kafka_type!r}")
-    return _compact_array(element) if is_array else element
+    if not is_array:
+        return element
+    array = _compact_array(element)
+    return array if optional else _not_null(field.name, array)
 
 
 _ENTITY_SKIPS: dict[type, Skip] = {}
@@ -209,3 +226,56 @@ def _fixed_size(field: dataclasses.Field[Any]) -> int | None:
 def check_flexible(cls: type, buffer: Buffer, offset: int) -> None:
     """Raise BoundsError unless every count/length in the body fits in the buffer."""
     _entity_skip(cls)(buffer, offset, len(buffer))
+
+
+# ---- non-flexible bodies: nulls where the schema allows none -------------------------------
+
+Check = Callable[[Any], None]
+_NULL_CHECKS: dict[type, Check | None] = {}
+
+
+def check_not_null(value: Any) -> None:
+    """Raise BoundsError if a decoded non-flexible message holds None where its schema
+    allows no null (an int32 count of -1 in a non-nullable array, which kio decodes to
+    None; it refuses null strings itself). The flexible bodies are checked by
+    `check_flexible` on the bytes; this walk visits only arrays and structs."""
+    check = _null_check(type(value))
+    if check is not None:
+        check(value)
+
+
+def _null_check(cls: type) -> Check | None:
+    if cls in _NULL_CHECKS:
+        return _NULL_CHECKS[cls]
+    _NULL_CHECKS[cls] = None  # before recursing: schemas may nest the same struct
+    steps: list[tuple[str, bool, bool, Check | None]] = []
+    for field in dataclasses.fields(cls):
+        inner, is_array, optional = _unwrap(field.type)
+        kafka_type = field.metadata.get("kafka_type")
+        is_struct = dataclasses.is_dataclass(inner)
+        if not (is_array or is_struct):
+            continue  # kio refuses a null non-nullable string; numbers are never null
+        nested = _null_check(typing.cast(type, inner)) if is_struct else None
+        nullable = optional
+        if nullable and nested is None:
+            continue  # nothing to check, here or below
+        steps.append((field.name, is_array, nullable, nested))
+    if not steps:
+        return None
+
+    def check(value: Any) -> None:
+        for name, is_array, optional, nested in steps:
+            item = getattr(value, name)
+            if item is None:
+                if not optional:
+                    raise BoundsError(f"non-nullable field {name} was serialized as null")
+                continue
+            if nested is not None:
+                if is_array:
+                    for element in item:
+                        nested(element)
+                else:
+                    nested(item)
+
+    _NULL_CHECKS[cls] = check
+    return check
