@@ -170,7 +170,7 @@ _LEGACY = [
 @pytest.mark.slow
 @settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), which=st.sampled_from(_LEGACY))
-def test_valid_non_flexible_messages_pass_the_null_check(
+def test_valid_non_flexible_messages_pass_the_check(
     data: st.DataObject, which: tuple[str, int, int]
 ) -> None:
     cls = _class(*which)
@@ -179,6 +179,51 @@ def test_valid_non_flexible_messages_pass_the_null_check(
         raw = codec.encode_with_kio(message)
     except (ValueError, OverflowError, TypeError):
         return
-    decoded = codec.decode_with_kio(cls, raw)
-    guard.check_not_null(decoded)
-    assert decoded == message
+    guard.check(cls, raw, 0, guard.MAX_REQUEST_ELEMENTS)
+    assert codec.decode_with_kio(cls, raw) == message
+
+
+# ---- the element cap (kio decodes a body in one call holding the GIL) ----------------------
+
+
+def _offset_fetch_v1(partitions: int) -> bytes:
+    """OffsetFetch v1 (int32 counts): group "g", one topic "t" with `partitions` indexes."""
+    return (
+        b"\x00\x01g"
+        + b"\x00\x00\x00\x01\x00\x01t"
+        + partitions.to_bytes(4, "big")
+        + b"\x00\x00\x00\x07" * partitions
+    )
+
+
+def _offset_fetch_v6(partitions: int) -> bytes:
+    """OffsetFetch v6 (compact): the same, plus require_stable and tag sections."""
+    count = bytearray()
+    value = partitions + 1
+    while value >= 0x80:
+        count.append((value & 0x7F) | 0x80)
+        value >>= 7
+    count.append(value)
+    return (
+        b"\x02g"
+        + b"\x02"
+        + b"\x02t"
+        + bytes(count)
+        + b"\x00\x00\x00\x07" * partitions
+        + b"\x00"
+        + b"\x00"
+        + b"\x00\x00"  # topic tags, require_stable, request tags
+    )
+
+
+@pytest.mark.parametrize(("version", "body_of"), [(1, _offset_fetch_v1), (6, _offset_fetch_v6)])
+def test_a_request_of_over_a_million_elements_is_refused_before_decoding(
+    version: int, body_of: Any
+) -> None:
+    cap = guard.MAX_REQUEST_ELEMENTS
+    with pytest.raises(codec.MalformedMessage, match="array elements in one body"):
+        codec.decode_request(9, version, body_of(cap))  # the topic itself is one more
+    request = codec.decode_request(9, version, body_of(cap - 1))
+    assert len(request.topics[0].partition_indexes) == cap - 1
+    # an answer is not capped: our clients read what a large cluster says
+    guard.check(codec.request_class(9, version), body_of(cap), 0, None)
