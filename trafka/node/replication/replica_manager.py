@@ -292,6 +292,7 @@ class ReplicaManager:
                 self.followers.pop(tp, None)
                 if self.fetchers is not None:
                     self.fetchers.remove(tp)
+                previous = self.leaders.get(tp)  # leading already: a new epoch, same leader
                 self.leaders[tp] = PartitionLeaderState.become_leader(
                     tp,
                     BrokerId(self._node_id),
@@ -307,6 +308,7 @@ class ReplicaManager:
                     min_insync_replicas=self._min_insync_replicas(
                         update.topic, in_force=max(1, len(update.replicas))
                     ),
+                    leading_since_epoch=None if previous is None else previous.leading_since_epoch,
                 )
                 self._high_watermark_moved(tp)
             elif update.leader < 0:
