@@ -10,18 +10,27 @@ to its next owner only after that acknowledgement.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupType,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+from typer.testing import CliRunner
 
+from tests.cluster.java_support import run_program
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
+from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -162,11 +171,7 @@ def _balanced(consumers: list[Kip848Consumer]) -> bool:
     owned = [c.snapshot() for c in consumers]
     everything = frozenset().union(*owned)
     sizes = sorted(len(o) for o in owned)
-    return (
-        len(everything) == PARTITIONS
-        and sum(sizes) == PARTITIONS
-        and sizes[-1] - sizes[0] <= 1
-    )
+    return len(everything) == PARTITIONS and sum(sizes) == PARTITIONS and sizes[-1] - sizes[0] <= 1
 
 
 def _produce(bootstrap: str, topic: str, values: range, partitions: int) -> None:
@@ -250,7 +255,7 @@ def test_offsets_committed_under_kip848_are_read_by_a_classic_consumer(
     while len(seen) < 30 and time.monotonic() < deadline:
         message = new_style.poll(0.2)
         if message is not None and not message.error():
-            seen.add(message.value())
+            seen.add(message.value() or b"")
     assert len(seen) == 30
     new_style.commit(asynchronous=False)
     committed = new_style.committed([TopicPartition("handover", p) for p in range(3)], 30)
@@ -276,11 +281,108 @@ def test_offsets_committed_under_kip848_are_read_by_a_classic_consumer(
             except KafkaException:
                 continue
             if message is not None and not message.error():
-                after.add(message.value())
+                after.add(message.value() or b"")
         # the classic member starts from the offsets committed under KIP-848
         assert after == {str(v).encode() for v in range(30, 45)}
     finally:
         classic.close()
+
+
+def test_regex_subscription_admin_types_and_ktool(cluster: KnodeCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics(
+        [NewTopic("rx-a", 2, 3), NewTopic("rx-b", 2, 3), NewTopic("unrelated", 1, 3)]
+    ).values():
+        future.result(60)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g-regex",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe(["^rx-.*"])  # sent as subscribed_topic_regex (server-side regex)
+
+        def assigned() -> set[tuple[str, int]]:
+            consumer.poll(0.1)
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+        wait_until(
+            lambda: assigned() == {("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)},
+            timeout_s=60,
+            what="the regex's four partitions",
+        )
+        # a topic created later that matches moves the group epoch and is assigned
+        admin.create_topics([NewTopic("rx-c", 1, 3)])["rx-c"].result(60)
+        wait_until(lambda: ("rx-c", 0) in assigned(), timeout_s=60, what="rx-c assigned")
+
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert "g-regex" in {g.group_id for g in listed.valid}
+        assert all(g.type == ConsumerGroupType.CONSUMER for g in listed.valid)
+        described = admin.describe_consumer_groups(["g-regex"])["g-regex"].result(30)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert described.partition_assignor == "uniform"
+
+        result = CliRunner().invoke(
+            app,
+            [
+                "groups",
+                "describe",
+                "--group",
+                "g-regex",
+                "--members",
+                "--verbose",
+                "--bootstrap-server",
+                bootstrap,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        header, row = result.stdout.strip().splitlines()
+        assert header.split()[-4:] == [
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+        ]
+        assert "rx-a:0,1;rx-b:0,1;rx-c:0" in row
+        state = CliRunner().invoke(
+            app,
+            [
+                "groups",
+                "describe",
+                "--group",
+                "g-regex",
+                "--state",
+                "--json",
+                "--bootstrap-server",
+                bootstrap,
+            ],
+        )
+        record = json.loads(state.stdout)
+        assert record["protocol"] == "consumer" and record["state"] == "Stable"
+        assert record["group_epoch"] == record["target_assignment_epoch"] >= 2
+    finally:
+        consumer.close()
+
+
+def test_java_consumer_with_the_consumer_protocol(cluster: KnodeCluster) -> None:
+    """The Java client 4.4 (tests/java) with group.protocol=consumer."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("java848", 4, 3)])["java848"].result(60)
+    _produce(cluster.bootstrap_servers, "java848", range(40), 4)
+    records, _ = run_program("Clients", "kip848", cluster.bootstrap_servers, "java848")
+    (result,) = records
+    assert result["one_member_covers"] and result["two_members_cover"], result
+    first = result["after_two"]["kip848-a"]
+    second = result["after_two"]["kip848-b"]
+    assert sorted(first["partitions"] + second["partitions"]) == [0, 1, 2, 3]
+    assert len(first["partitions"]) == len(second["partitions"]) == 2
+    assert first["generation"] >= 2 and second["generation"] >= 2  # member epochs
+    assert result["records"] >= 40  # every record (a handover may redeliver a few)
+    assert not any(e.startswith(("lost", "error")) for e in first["events"] + second["events"])
 
 
 def test_coordinator_sigkill_is_survived(
@@ -303,10 +405,10 @@ def test_coordinator_sigkill_is_survived(
     survivors = ",".join(cluster.address(n) for n in cluster.nodes if n != coordinator)
     survivor_admin = AdminClient({"bootstrap.servers": survivors})
     wait_until(
-        lambda: int(
-            survivor_admin.describe_consumer_groups(["g848"])["g848"].result(10).coordinator.id
-        )
-        != coordinator,
+        lambda: (
+            int(survivor_admin.describe_consumer_groups(["g848"])["g848"].result(10).coordinator.id)
+            != coordinator
+        ),
         timeout_s=60,
         what="a new coordinator",
     )
