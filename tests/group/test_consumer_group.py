@@ -201,6 +201,37 @@ def test_uniform_heterogeneous_subscriptions() -> None:
     assert sorted(len(p) for p in result.values()) == [2, 2]
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_uniform_random_groups_cover_everything_once(seed: int) -> None:
+    rng = random.Random(seed)
+    topics = [uuid.UUID(int=n + 1) for n in range(rng.randrange(1, 4))]
+    counts = {t: rng.randrange(0, 12) for t in topics}
+    homogeneous = rng.random() < 0.5
+    members = {}
+    for index in range(rng.randrange(1, 9)):
+        subscribed = (
+            frozenset(topics) if homogeneous else frozenset(t for t in topics if rng.random() < 0.6)
+        )
+        current = frozenset(
+            (rng.choice(topics), rng.randrange(0, 14)) for _ in range(rng.randrange(0, 6))
+        )
+        members[f"m{index}"] = AssignorMember(f"m{index}", None, subscribed, current)
+    result = uniform_assign(members, counts)
+    wanted = {
+        (t, p)
+        for t in topics
+        if any(t in m.subscribed_topic_ids for m in members.values())
+        for p in range(counts[t])
+    }
+    owned = [tp for assignment in result.values() for tp in assignment]
+    assert len(owned) == len(set(owned)) and set(owned) == wanted
+    for member_id, assignment in result.items():
+        assert all(t in members[member_id].subscribed_topic_ids for t, _ in assignment)
+    if homogeneous:
+        sizes = [len(a) for a in result.values()]
+        assert max(sizes) - min(sizes) <= 1
+
+
 def test_range_gives_contiguous_ranges_per_topic() -> None:
     result = range_assign(_members("a", "b", topics=frozenset({T1, T2})), {T1: 3, T2: 2})
     assert result["a"] == {(T1, 0), (T1, 1), (T2, 0)}
@@ -387,7 +418,9 @@ def test_regex_subscription_follows_topics() -> None:
     result = cluster.heartbeat("a", 0, regex="orders_.*", topics=None)
     ids = {cluster.topics[n].topic_id for n in ("orders_eu", "orders_us")}
     assert {topic for topic, _ in flatten(result.assignment or ())} == ids
-    cluster.topics["orders_asia"] = TopicMetadataEntry(uuid.UUID(int=99), "orders_asia", 1)
+    # the shell hands over a new image whenever topics change
+    asia = TopicMetadataEntry(uuid.UUID(int=99), "orders_asia", 1)
+    cluster.topics = {**cluster.topics, "orders_asia": asia}
     step = cluster.heartbeat("a", result.member_epoch, owned=flatten(result.assignment or ()))
     assert (uuid.UUID(int=99), 0) in flatten(step.assignment or ())
     description = cluster.coordinator.consumer_group_describe("g", cluster.topics)

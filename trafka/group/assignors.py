@@ -9,20 +9,20 @@ subscribed topics' partition counts.
   given to exactly one member subscribed to its topic, the counts differ by at most one
   between members that could take each other's partitions, and it is *sticky*: a member keeps
   the partitions of its current target that are still valid, partitions of members that left
-  go to the least-loaded members, and a member joining takes one partition at a time from
-  the most-loaded members. So a leave moves only the leaver's partitions and a join moves
-  only the partitions the newcomer needs. Kafka's implementation has two builders
-  (homogeneous / heterogeneous subscriptions); ours is one greedy algorithm (keep, fill,
-  then move from the most to the least loaded while the difference exceeds one) that gives
-  the same balance, and the same stickiness for homogeneous subscriptions. It ignores racks.
+  go to the least-loaded members, and a member joining takes partitions only from the
+  members above the new quota. So a leave moves only the leaver's partitions and a join
+  moves only the partitions the newcomer needs. Like Kafka, two builders: homogeneous
+  subscriptions (every member the same topics) compute the quotas directly in
+  O(P log P); heterogeneous ones run a greedy algorithm (keep, fill the least loaded, then
+  move from the most to the least loaded while the difference exceeds one). It ignores racks.
 * `range` (`RangeAssignor`): per topic, the members subscribed to it, sorted by instance id
   (else member id), get contiguous ranges; the first `partitions % members` get one more.
   Co-partitioned topics land on the same member. Unlike Kafka's server-side range assignor
   it is not sticky beyond what the sorted order gives.
 
-Cost: the uniform balance loop moves at most one partition per step and never moves a
-partition back, so it is bounded by (partitions x members) work; the coordinator bounds
-the members of a group (`max_members_per_group`).
+Cost: homogeneous groups O(P log P); the heterogeneous balance loop moves one partition per
+step, at most P steps of O(M log M + P/M x M), so a large heterogeneous group costs more;
+the coordinator bounds the members of a group (`max_members_per_group`).
 """
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ def uniform_assign(
     members: Mapping[str, AssignorMember], partition_counts: Mapping[uuid.UUID, int]
 ) -> dict[str, Assignment]:
     """`partition_counts`: topic id -> number of partitions (subscribed topics only)."""
+    subscriptions = {
+        frozenset(m.subscribed_topic_ids & partition_counts.keys()) for m in members.values()
+    }
+    if len(subscriptions) == 1:
+        return _uniform_homogeneous(members, partition_counts, subscriptions.pop())
     eligible: dict[uuid.UUID, list[str]] = {}
     for member_id in sorted(members):
         for topic_id in members[member_id].subscribed_topic_ids:
@@ -89,6 +94,46 @@ def uniform_assign(
         if not _move_one(result, eligible):
             break
     return {member_id: frozenset(partitions) for member_id, partitions in result.items()}
+
+
+def _uniform_homogeneous(
+    members: Mapping[str, AssignorMember],
+    partition_counts: Mapping[uuid.UUID, int],
+    topics: frozenset[uuid.UUID],
+) -> dict[str, Assignment]:
+    """Every member subscribes to the same topics: quotas computed directly, O(P log P).
+    Each member keeps up to its quota of its current target (the first `extra` members
+    with more than `base` keep base + 1), then the partitions nobody kept fill the members
+    below their quota."""
+    everything = [(t, p) for t in sorted(topics) for p in range(partition_counts[t])]
+    order = sorted(members)
+    base, extra = divmod(len(everything), len(order))
+    valid = set(everything)
+    kept: dict[str, list[TopicIdPartition]] = {}
+    taken: set[TopicIdPartition] = set()
+    for member_id in order:
+        mine = [tp for tp in sorted(members[member_id].current) if tp in valid and tp not in taken]
+        kept[member_id] = mine[: base + 1]
+        taken.update(kept[member_id])
+    extra_left = extra
+    for member_id in order:
+        if len(kept[member_id]) > base:
+            if extra_left > 0:
+                extra_left -= 1
+            else:
+                taken.difference_update(kept[member_id][base:])
+                kept[member_id] = kept[member_id][:base]
+    free = iter(tp for tp in everything if tp not in taken)
+    for member_id in order:
+        while len(kept[member_id]) < base:
+            kept[member_id].append(next(free))
+    for member_id in order:
+        if extra_left == 0:
+            break
+        if len(kept[member_id]) == base:
+            kept[member_id].append(next(free))
+            extra_left -= 1
+    return {member_id: frozenset(partitions) for member_id, partitions in kept.items()}
 
 
 def _move_one(

@@ -86,7 +86,9 @@ MAX_REGEX_LENGTH = 1000
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 TopicsImage = Mapping[str, TopicMetadataEntry]
-"""Topic name -> (id, name, partition count): the cluster's topics, as the shell sees them."""
+"""Topic name -> (id, name, partition count): the cluster's topics, as the shell sees them.
+A *new* mapping whenever a topic changes: groups compare images by identity to skip
+re-resolving their subscriptions on every heartbeat."""
 
 
 class MemberState(enum.IntEnum):
@@ -274,6 +276,9 @@ class ConsumerGroup:
     subscribed_metadata: dict[str, TopicMetadataEntry] = field(default_factory=dict)
     owners: dict[TopicIdPartition, str] = field(default_factory=dict)
     state_timestamp_ms: int = 0  # when it last became Empty (offset retention)
+    # the image the subscriptions were last resolved against, and regex -> matches in it
+    resolved_image: TopicsImage | None = None
+    regex_matches: dict[str, frozenset[str]] = field(default_factory=dict)
 
     # --- views ----------------------------------------------------------------------------
 
@@ -297,8 +302,15 @@ class ConsumerGroup:
 
     def member_topic_names(self, member: ConsumerMember, image: TopicsImage) -> frozenset[str]:
         names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            names |= matching_topics(member.subscribed_topic_regex, image)
+        regex = member.subscribed_topic_regex
+        if regex:
+            if image is not self.resolved_image:
+                names |= matching_topics(regex, image)
+            else:  # members usually share one regex: matched once per image
+                matches = self.regex_matches.get(regex)
+                if matches is None:
+                    matches = self.regex_matches[regex] = matching_topics(regex, image)
+                names |= matches
         return frozenset(names)
 
     def subscribed_topic_names(self) -> frozenset[str]:
@@ -378,10 +390,11 @@ class ConsumerGroup:
         if isinstance(joined, ConsumerHeartbeatResult):
             return joined
         member, bump = joined
+        resolve = bump or image is not self.resolved_image
         if self._update_member(member, request):
-            bump = True
+            bump = resolve = True
             self._member_records(member, records)
-        if self._refresh_metadata(image, records):
+        if resolve and self._refresh_metadata(image, records):
             bump = True
         if bump:
             self.epoch += 1
@@ -526,6 +539,8 @@ class ConsumerGroup:
 
     def _refresh_metadata(self, image: TopicsImage, records: list[ConsumerGroupRecord]) -> bool:
         """Re-resolve the subscribed topics against the image; True if they changed."""
+        self.resolved_image = image
+        self.regex_matches = {}
         names: set[str] = set()
         for member in self.members.values():
             names |= self.member_topic_names(member, image)
@@ -542,7 +557,7 @@ class ConsumerGroup:
         self, settings: ConsumerGroupSettings, records: list[ConsumerGroupRecord]
     ) -> None:
         ids = {name: entry.topic_id for name, entry in self.subscribed_metadata.items()}
-        image = self.subscribed_metadata
+        image = self.resolved_image or self.subscribed_metadata
         assignor_members = {
             member.member_id: AssignorMember(
                 member_id=member.member_id,
