@@ -638,6 +638,7 @@ class ConsumerGroup:
         records += self._member_tombstones(member.member_id)
         self.epoch += 1
         records.append(ConsumerGroupMetadataRecord(self.group_id, self.epoch))
+        self.resolved_image = None  # the next heartbeat re-resolves the subscribed topics
         if not self.members:
             self.state_timestamp_ms = now_ms
 
