@@ -337,6 +337,7 @@ def test_invalid_requests() -> None:
     assert cluster.heartbeat("a", 0, regex="(").error == ErrorCode.invalid_regular_expression
     assert cluster.heartbeat("a", -2).error == ErrorCode.invalid_request
     assert cluster.heartbeat("a", 3).error == ErrorCode.group_id_not_found
+    assert cluster.heartbeat("m" * 40_000, 0).error == ErrorCode.invalid_request
 
 
 def test_leave_moves_group_epoch_and_frees_partitions() -> None:

@@ -33,9 +33,14 @@ NUM_PARTITIONS = 4
 
 @dataclass
 class Config:
-    values: dict[str, int]
+    values: dict[str, Any]
 
     def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+    def get(self, key: str) -> Any:
         return self.values[key]
 
 
@@ -143,12 +148,18 @@ class FakeBroker:
                 "offsets.topic.replication.factor": 3,
                 "offsets.topic.segment.bytes": 1 << 20,
                 "offsets.commit.timeout.ms": 5000,
+                "group.consumer.session.timeout.ms": 45_000,
+                "group.consumer.heartbeat.interval.ms": 5_000,
+                "group.consumer.assignors": ["uniform", "range"],
+                "group.consumer.max.size": 100,
             }
         )
     )
     brokers: dict[int, BrokerInfo] = field(
         default_factory=lambda: {1: BrokerInfo(1, "127.0.0.1", 9092)}
     )
+
+    listeners: list[Any] = field(default_factory=list)  # TopicManager's change listeners
 
     def __post_init__(self) -> None:
         self.replica_manager.owner = self

@@ -83,6 +83,7 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 MAX_REGEX_LENGTH = 1000
+MAX_KEY_STRING_BYTES = 0x7FFF
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 TopicsImage = Mapping[str, TopicMetadataEntry]
@@ -730,6 +731,10 @@ def validate_heartbeat(
         return _error(ErrorCode.invalid_group_id, "GroupId can't be empty.")
     if request.instance_id == "":
         return _error(ErrorCode.invalid_request, "InstanceId can't be empty.")
+    for name, value in (("GroupId", request.group_id), ("MemberId", request.member_id)):
+        if len(value.encode("utf-8")) > MAX_KEY_STRING_BYTES:
+            # the record keys of __consumer_offsets hold int16-length strings
+            return _error(ErrorCode.invalid_request, f"{name} is too long.")
     if request.rack_id == "":
         return _error(ErrorCode.invalid_request, "RackId can't be empty.")
     if request.api_version >= 1 and not request.member_id:
