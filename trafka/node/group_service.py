@@ -30,6 +30,11 @@ so timers and loading start with the node; handlers reach it as `ctx.services.gr
 Partitions this node leads are also loaded by the timer without waiting for a request, so
 restored sessions and offset retention run.
 
+KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe) are plain calls, never parked:
+each gets the topics image (name -> topic id and partition count) built from the topic
+cache, rebuilt only after the topic manager reports a change, so groups see topics created,
+deleted or grown on their members' next heartbeat.
+
 Transactional offsets (TxnOffsetCommit): written as the producer's transactional batch,
 pending in the coordinator until the transaction's marker is written to the partition
 (`complete_txn_offsets`, called by the marker path); a load keeps them pending until it
