@@ -212,11 +212,8 @@ def test_admin_client(cluster: KnodeCluster) -> None:
     assert active["assigned"] == 4 and active["simple"] is False
     # Kafka: a classic group with members refuses offsets from outside the generation
     assert error("alterConsumerGroupOffsets.active").startswith("UnknownMemberIdException")
-    # groupId:type:protocol:state (no type before ListGroups v5)
-    assert any(
-        g.startswith("ja-group:") and g.endswith(":consumer:Empty")
-        for g in ok("listGroups")["groups"]
-    ), ok("listGroups")
+    # groupId:type:protocol:state (the type from ListGroups v5, KIP-848)
+    assert "ja-group:Classic:consumer:Empty" in ok("listGroups")["groups"], ok("listGroups")
     offsets = ok("listConsumerGroupOffsets")["offsets"]
     assert offsets["ja-admin-0"] == {"offset": 70, "metadata": "meta"}
     assert offsets["ja-admin-1"] == {"offset": 0, "metadata": ""}

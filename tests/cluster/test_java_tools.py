@@ -600,9 +600,10 @@ def test_kafka_broker_api_versions(tools: Tools, cluster: KnodeCluster) -> None:
         lines = [line for line in out.splitlines() if line.strip().startswith(api)]
         assert len(lines) == 3, api
         assert all("[usable: " in line for line in lines), lines
-    # transactions are served; KIP-848's consumer protocol is not (docs/status.md)
+    # transactions are served, and KIP-848's consumer protocol (docs/groups.md)
     assert "\tEndTxn(26): 0 to " in out
-    assert "\tConsumerGroupHeartbeat(68): UNSUPPORTED," in out
+    assert "\tConsumerGroupHeartbeat(68): 0 to 1 [usable: 1]," in out
+    assert "\tConsumerGroupDescribe(69): 0 to 1 [usable: 1]," in out
 
 
 def test_kafka_log_dirs_and_delete_records(tools: Tools, tmp_path: Path) -> None:

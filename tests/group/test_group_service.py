@@ -6,6 +6,7 @@ Covers what the single-node cluster tests cannot: leadership moving away and bac
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.group.config import OFFSETS_TOPIC
+from trafka.group.consumer_group import ConsumerHeartbeatRequest, flatten, group_by_topic
 from trafka.group.hashing import partition_for
 from trafka.group.messages import (
     CommitPartition,
@@ -33,9 +35,14 @@ NUM_PARTITIONS = 4
 
 @dataclass
 class Config:
-    values: dict[str, int]
+    values: dict[str, Any]
 
     def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+    def get(self, key: str) -> Any:
         return self.values[key]
 
 
@@ -43,6 +50,12 @@ class Config:
 class PartitionState:
     leader: int
     leader_epoch: int
+
+
+@dataclass
+class DataTopic:
+    topic_id: uuid.UUID
+    partitions: dict[int, Any]
 
 
 @dataclass
@@ -143,12 +156,23 @@ class FakeBroker:
                 "offsets.topic.replication.factor": 3,
                 "offsets.topic.segment.bytes": 1 << 20,
                 "offsets.commit.timeout.ms": 5000,
+                "group.consumer.session.timeout.ms": 45_000,
+                "group.consumer.heartbeat.interval.ms": 5_000,
+                "group.consumer.assignors": ["uniform", "range"],
+                "group.consumer.max.size": 100,
             }
         )
     )
     brokers: dict[int, BrokerInfo] = field(
         default_factory=lambda: {1: BrokerInfo(1, "127.0.0.1", 9092)}
     )
+
+    listeners: list[Any] = field(default_factory=list)  # TopicManager's change listeners
+    data_topics: dict[str, DataTopic] = field(default_factory=dict)
+
+    def items(self) -> Any:
+        """`TopicManager.topics.items()` as the shell reads it (`topics` is this fake)."""
+        return self.data_topics.items()
 
     def __post_init__(self) -> None:
         self.replica_manager.owner = self
@@ -330,3 +354,57 @@ async def test_a_stale_metadata_cache_makes_no_coordinator() -> None:
     broker.replica_manager.demoted = False
     fetched = await service.offset_fetch("g", (TopicPartition("t", 0),))
     assert [p.offset for p in fetched.partitions] == [7]
+
+
+def kip848_heartbeat(
+    member_id: str, epoch: int, owned: frozenset[tuple[uuid.UUID, int]] | None
+) -> ConsumerHeartbeatRequest:
+    return ConsumerHeartbeatRequest(
+        group_id="g848",
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+        subscribed_topic_names=("t",) if epoch == 0 else None,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        owned=None if owned is None else group_by_topic(owned),
+        client_id="c",
+        client_host="/127.0.0.1",
+        api_version=1,
+    )
+
+
+async def test_kip848_group_is_rebuilt_from_the_log_after_a_failover() -> None:
+    broker = FakeBroker()
+    topic_id = uuid.UUID(int=7)
+    broker.data_topics["t"] = DataTopic(topic_id, {p: None for p in range(4)})
+    service = service_of(broker)
+    await service.find_coordinator("g848")
+    a = await service.consumer_group_heartbeat(kip848_heartbeat("a", 0, frozenset()))
+    a_owned = flatten(a.assignment or ())
+    assert a.member_epoch == 1 and len(a_owned) == 4
+    b = await service.consumer_group_heartbeat(kip848_heartbeat("b", 0, frozenset()))
+    assert b.member_epoch == 2 and b.assignment == ()  # a still holds everything
+    step = await service.consumer_group_heartbeat(kip848_heartbeat("a", 1, a_owned))
+    assert step.member_epoch == 1 and len(flatten(step.assignment or ())) == 2  # revoking
+
+    partition = partition_for("g848", NUM_PARTITIONS)
+    assert broker.topic is not None
+    broker.topic.partitions[partition] = PartitionState(leader=2, leader_epoch=1)
+    moved = await service.consumer_group_heartbeat(kip848_heartbeat("b", 2, frozenset()))
+    assert moved.error == ErrorCode.not_coordinator
+    broker.topic.partitions[partition] = PartitionState(leader=1, leader_epoch=2)
+
+    # the new coordinator knows a's pending revocation: b still gets nothing
+    again = await service.consumer_group_heartbeat(kip848_heartbeat("b", 2, frozenset()))
+    assert again.error == ErrorCode.none and again.member_epoch == 2
+    assert not flatten(again.assignment or ())
+    kept = flatten(step.assignment or ())
+    done = await service.consumer_group_heartbeat(kip848_heartbeat("a", 1, kept))
+    assert done.member_epoch == 2
+    last = await service.consumer_group_heartbeat(kip848_heartbeat("b", 2, frozenset()))
+    assert flatten(last.assignment or ()) == a_owned - kept
+    described = await service.consumer_group_describe("g848")
+    assert described.state == "Stable" and described.epoch == 2

@@ -118,3 +118,36 @@ def test_roles_against_the_voter_set_follow_kafkas_rules() -> None:
     single = BrokerConfig.build(1, {}, [])
     assert single.is_controller and single.is_quorum_voter
     assert single.quorum_properties()["controller.quorum.voters"] == "1@localhost:9093"
+
+
+def test_kip848_timeouts_within_their_bounds() -> None:
+    config = BrokerConfig.build(1, {}, [])
+    assert config.get_int("group.consumer.session.timeout.ms") == 45000
+    assert config.get_int("group.consumer.heartbeat.interval.ms") == 5000
+    assert config.get("group.consumer.assignors") == ["uniform", "range"]
+    fast = BrokerConfig.build(
+        1,
+        {},
+        [
+            "group.consumer.heartbeat.interval.ms=1000",
+            "group.consumer.min.heartbeat.interval.ms=1000",
+        ],
+    )
+    assert fast.get_int("group.consumer.heartbeat.interval.ms") == 1000
+    with pytest.raises(ConfigError, match=r"group\.consumer\.heartbeat\.interval\.ms=1000: must"):
+        BrokerConfig.build(1, {}, ["group.consumer.heartbeat.interval.ms=1000"])
+    with pytest.raises(ConfigError, match=r"group\.consumer\.session\.timeout\.ms=70000"):
+        BrokerConfig.build(1, {}, ["group.consumer.session.timeout.ms=70000"])
+    with pytest.raises(ConfigError, match="less than group.consumer.session.timeout.ms"):
+        BrokerConfig.build(
+            1,
+            {},
+            [
+                "group.consumer.heartbeat.interval.ms=15000",
+                "group.consumer.session.timeout.ms=45000",
+                "group.consumer.min.session.timeout.ms=1000",
+                "group.consumer.session.timeout.ms=10000",
+            ],
+        )
+    with pytest.raises(ConfigError):
+        BrokerConfig.build(1, {}, ["group.consumer.assignors=sticky"])

@@ -23,6 +23,11 @@ class GroupConfig:
     new_member_join_timeout_ms: how long a member that joined but never completed a join may
         wait in a rebalance (Kafka's `NewMemberJoinTimeoutMs`, 5 minutes).
     max_groups: our own bound on the number of groups one coordinator partition holds.
+    consumer_session_timeout_ms: `group.consumer.session.timeout.ms` (KIP-848), 45000.
+    consumer_heartbeat_interval_ms: `group.consumer.heartbeat.interval.ms`, 5000.
+    consumer_assignors: `group.consumer.assignors`, ("uniform", "range"); the first is the
+        default of a group whose members name none.
+    consumer_max_size: `group.consumer.max.size`, unbounded in Kafka.
     max_members_per_group: our own bound on members + KIP-394 pending members of one group,
         whatever `group.max.size` says (a client looping on JoinGroup with an empty member
         id must not grow the pending set without limit).
@@ -37,6 +42,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_topic_num_partitions: int = 50
     new_member_join_timeout_ms: int = 300_000
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
     max_groups: int = 100_000
     max_members_per_group: int = 10_000
 

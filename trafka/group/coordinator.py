@@ -44,8 +44,15 @@ classic groups), summarised:
 Transactional offsets (TxnOffsetCommit): pending per producer id until the transaction's
 marker reaches this partition (`complete_txn_offsets`); see `txn_offset_commit`.
 
-Not implemented: the KIP-848 consumer group protocol,
-upgrading/downgrading group types, reverting state when the shell fails to append records
+KIP-848 consumer groups (ConsumerGroupHeartbeat): the logic is `consumer_group.py`; here a
+`_Group` with a `consumer` part is such a group, sharing the offsets and the group id space
+with classic groups. A classic JoinGroup to an Empty consumer group converts it to a classic
+group (and a heartbeat to an Empty classic group converts it the other way), keeping the
+offsets: Kafka's offline migration. A non-empty group of the other type answers
+INCONSISTENT_GROUP_PROTOCOL (JoinGroup) or GROUP_ID_NOT_FOUND (heartbeat).
+
+Not implemented: online migration between the protocols (`group.consumer.migration.policy`),
+reverting state when the shell fails to append records
 (the shell answers an error instead; see `group_service`), shrinking a group that is over
 a lowered `group.max.size` at rebalance.
 """
@@ -60,7 +67,23 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from trafka.group.config import GroupConfig
-from trafka.group.consumer_protocol import subscribed_topics
+from trafka.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupDescription,
+    ConsumerGroupSettings,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    TopicsImage,
+    describe,
+    load_consumer_group,
+    validate_heartbeat,
+)
+from trafka.group.consumer_protocol import (
+    encode_assignment,
+    encode_subscription,
+    subscribed_topics,
+)
+from trafka.group.consumer_records import ConsumerGroupRecord
 from trafka.group.messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,
@@ -197,6 +220,7 @@ class _Group:
     new_member_added: bool = False
     pending_sync: set[str] = field(default_factory=set)
     sync_deadline_ms: int | None = None
+    consumer: ConsumerGroup | None = None  # a KIP-848 consumer group
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         check_transition(self.state, target)
@@ -285,11 +309,23 @@ class _Group:
         return GroupMetadataRecord(self.group_id, value)
 
 
+def _not_found(group_id: str, reason: str) -> ConsumerHeartbeatResult:
+    return ConsumerHeartbeatResult(
+        ErrorCode.group_id_not_found, f"Group {group_id} {reason}.", member_epoch=-1
+    )
+
+
 class GroupCoordinator:
     """The groups of one `__consumer_offsets` partition. Not thread-safe; one owner (the shell)."""
 
     def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int = 0) -> None:
         self._config = config
+        self._consumer_settings = ConsumerGroupSettings(
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            assignors=config.consumer_assignors,
+            max_size=min(config.consumer_max_size, config.max_members_per_group),
+        )
         self._rng = rng
         self._groups: dict[str, _Group] = {}
         self._next_retention_check_ms = now_ms + config.offsets_retention_check_interval_ms
@@ -312,8 +348,12 @@ class GroupCoordinator:
         coordinator = cls(config, rng, now_ms)
         metadata: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        consumer_records: dict[str, list[ConsumerGroupRecord]] = {}
         for record in records:
             if isinstance(record, UnknownRecord):
+                continue
+            if not isinstance(record, OffsetCommitRecord | GroupMetadataRecord):
+                consumer_records.setdefault(record.group_id, []).append(record)
                 continue
             if isinstance(record, OffsetCommitRecord):
                 group_offsets = offsets.setdefault(record.group_id, {})
@@ -334,6 +374,21 @@ class GroupCoordinator:
             if value is not None:
                 coordinator._restore_metadata(group, value, now_ms)
             coordinator._groups[group_id] = group
+        for group_id, group_records in consumer_records.items():
+            consumer = load_consumer_group(
+                group_id, group_records, now_ms, coordinator._consumer_settings
+            )
+            if consumer is None:
+                continue
+            existing = coordinator._groups.get(group_id)
+            if existing is None:
+                existing = _Group(group_id, GroupState.EMPTY, now_ms)
+                coordinator._groups[group_id] = existing
+            group = existing
+            if group.members:
+                continue  # a classic group written after the consumer one (not expected)
+            group.consumer = consumer
+            group.protocol_type = CONSUMER_PROTOCOL_TYPE
         return coordinator
 
     def _restore_metadata(self, group: _Group, value: GroupMetadataValue, now_ms: int) -> None:
@@ -384,6 +439,19 @@ class GroupCoordinator:
                 return effects.build()
             group = _Group(request.group_id, GroupState.EMPTY, now_ms)
             self._groups[request.group_id] = group
+        if group.consumer is not None:
+            if group.consumer.members:
+                # Online migration (`group.consumer.migration.policy`) is not implemented.
+                effects.reply(
+                    request_id,
+                    JoinGroupResult(
+                        ErrorCode.inconsistent_group_protocol, member_id=request.member_id
+                    ),
+                )
+                return effects.build()
+            effects.records.extend(group.consumer.tombstones())  # offline migration
+            group.consumer = None
+            group.protocol_type = None
         if request.member_id == UNKNOWN_MEMBER_ID:
             self._join_unknown_member(group, request_id, request, now_ms, effects)
         else:
@@ -873,6 +941,70 @@ class GroupCoordinator:
         if group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group, now_ms, effects)
 
+    # --- ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) -------------------------
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerHeartbeatRequest, image: TopicsImage, now_ms: int
+    ) -> tuple[ConsumerHeartbeatResult, Effects]:
+        """One ConsumerGroupHeartbeat; `image`: the cluster's topics now (name -> metadata)."""
+        effects = _EffectsBuilder()
+        settings = self._consumer_settings
+        invalid = validate_heartbeat(request, settings)
+        if invalid is not None:
+            return invalid, effects.build()
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.member_epoch != 0:
+                return _not_found(request.group_id, "does not exist"), effects.build()
+            if len(self._groups) >= self._config.max_groups:
+                error = ConsumerHeartbeatResult(
+                    ErrorCode.coordinator_not_available, member_epoch=-1
+                )
+                return error, effects.build()
+            group = _Group(request.group_id, GroupState.EMPTY, now_ms)
+            self._groups[request.group_id] = group
+        if group.consumer is None:
+            if group.members or group.pending_members or group.state is not GroupState.EMPTY:
+                return _not_found(request.group_id, "is not a consumer group"), effects.build()
+            if request.member_epoch != 0:
+                return _not_found(request.group_id, "does not exist"), effects.build()
+            if group.protocol_type is not None:
+                # Offline migration of an Empty classic group: its metadata goes, offsets stay.
+                effects.records.append(GroupMetadataRecord(group.group_id, None))
+            group.consumer = ConsumerGroup(group.group_id, state_timestamp_ms=now_ms)
+            group.protocol_type = CONSUMER_PROTOCOL_TYPE
+            group.protocol_name = None
+            group.generation_id = 0
+            group.leader_id = None
+        records: list[ConsumerGroupRecord] = []
+        result = group.consumer.heartbeat(
+            request,
+            image,
+            settings,
+            str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+            now_ms,
+            records,
+        )
+        effects.records.extend(records)
+        if not group.consumer.members and group.consumer.epoch == 0:
+            # a join that failed validation deeper in leaves nothing behind
+            group.consumer = None
+            group.protocol_type = None
+            if not group.offsets:
+                del self._groups[group.group_id]
+        return result, effects.build()
+
+    def consumer_group_describe(
+        self, group_id: str, image: TopicsImage
+    ) -> ConsumerGroupDescription:
+        group = self._groups.get(group_id)
+        if group is None or group.consumer is None:
+            reason = "does not exist" if group is None else "is not a consumer group"
+            return ConsumerGroupDescription(
+                group_id, ErrorCode.group_id_not_found, f"Group {group_id} {reason}."
+            )
+        return describe(group.consumer, image, self._consumer_settings)
+
     # --- OffsetCommit / OffsetFetch / OffsetDelete ---------------------------------------
 
     def offset_commit(
@@ -925,6 +1057,11 @@ class GroupCoordinator:
                 return ErrorCode.coordinator_not_available
             self._groups[request.group_id] = _Group(request.group_id, GroupState.EMPTY, now_ms)
             return None
+        if group.consumer is not None:
+            # KIP-848: generation_id_or_member_epoch is the member epoch (OffsetCommit v9+).
+            return group.consumer.check_offset_commit(
+                request.member_id, request.generation_id, request.api_version
+            )
         if group.is_fenced(request.member_id, request.group_instance_id):
             return ErrorCode.fenced_instance_id
         if request.generation_id < 0 and group.state is GroupState.EMPTY:
@@ -981,6 +1118,14 @@ class GroupCoordinator:
                 return ErrorCode.coordinator_not_available
             self._groups[request.group_id] = _Group(request.group_id, GroupState.EMPTY, now_ms)
             return None
+        if group.consumer is not None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                member = group.consumer.members.get(request.member_id)
+                if member is None:
+                    return ErrorCode.unknown_member_id
+                if request.generation_id >= 0 and request.generation_id != member.member_epoch:
+                    return ErrorCode.illegal_generation
+            return None
         if group.is_fenced(request.member_id, request.group_instance_id):
             return ErrorCode.fenced_instance_id
         if request.member_id != UNKNOWN_MEMBER_ID and request.member_id not in group.members:
@@ -1018,11 +1163,18 @@ class GroupCoordinator:
         partitions: tuple[TopicPartition, ...] | None,
         *,
         require_stable: bool = False,
+        member: tuple[str, int] | None = None,
     ) -> OffsetFetchResult:
         """`partitions=None` asks for every committed offset of the group (v2+).
         `require_stable` (KIP-447): a partition with transactional offsets still pending
-        answers UNSTABLE_OFFSET_COMMIT (the consumer retries once the transaction ends)."""
+        answers UNSTABLE_OFFSET_COMMIT (the consumer retries once the transaction ends).
+        `member` (v9+): (member id, member epoch) of a KIP-848 member, checked like a commit
+        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
         group = self._groups.get(group_id)
+        if member is not None and group is not None and group.consumer is not None:
+            error = group.consumer.check_offset_fetch(member[0], member[1])
+            if error is not None:
+                return OffsetFetchResult(error)
         offsets = group.offsets if group is not None else {}
         unstable: set[tuple[str, int]] = set()
         if require_stable and group is not None:
@@ -1072,7 +1224,9 @@ class GroupCoordinator:
         if group is None:
             return OffsetDeleteResult(ErrorCode.group_id_not_found), effects.build()
         subscribed: frozenset[str] = frozenset()
-        if group.state is not GroupState.EMPTY:
+        if group.consumer is not None:
+            subscribed = group.consumer.subscribed_topic_names()
+        elif group.state is not GroupState.EMPTY:
             topics = group.subscribed_topics()
             if topics is None:
                 return OffsetDeleteResult(ErrorCode.non_empty_group), effects.build()
@@ -1095,6 +1249,10 @@ class GroupCoordinator:
         """An Empty group without offsets is Dead: tombstone and forget it (Kafka's
         `cleanupGroupMetadata`, after offset expiry and OffsetDelete)."""
         if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+            if group.consumer is not None:
+                if group.consumer.members:
+                    return
+                effects.records.extend(group.consumer.tombstones())
             group.transition_to(GroupState.DEAD, now_ms)
             effects.records.append(GroupMetadataRecord(group.group_id, None))
             del self._groups[group.group_id]
@@ -1105,6 +1263,8 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, ErrorCode.none, GroupState.DEAD.kafka_name, "", "")
+        if group.consumer is not None:
+            return self._describe_consumer_group_classically(group.consumer)
         stable = group.state is GroupState.STABLE
         members = tuple(
             MemberDescription(
@@ -1126,12 +1286,72 @@ class GroupCoordinator:
             members=members,
         )
 
-    def list_groups(self, states: frozenset[GroupState] | None = None) -> tuple[GroupListing, ...]:
-        return tuple(
-            GroupListing(group.group_id, group.protocol_type or "", group.state.kafka_name)
-            for group in self._groups.values()
-            if states is None or group.state in states
+    def _describe_consumer_group_classically(self, consumer: ConsumerGroup) -> GroupDescription:
+        """DescribeGroups v0-5 on a KIP-848 group: the classic shape, with each member's
+        subscription and current assignment encoded in the `consumer` protocol's layouts so
+        classic tools can read them (Kafka 4 answers DescribeGroups v6 with
+        GROUP_ID_NOT_FOUND; we do not advertise v6)."""
+        names = consumer.topic_names_by_id()
+        members = []
+        for member in consumer.members.values():
+            by_topic: dict[str, list[int]] = {}
+            for topic_id, partition in sorted(member.assigned):
+                by_topic.setdefault(names.get(topic_id, str(topic_id)), []).append(partition)
+            members.append(
+                MemberDescription(
+                    member_id=member.member_id,
+                    group_instance_id=member.instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    metadata=encode_subscription(
+                        sorted(consumer.member_topic_names(member, consumer.subscribed_metadata))
+                    ),
+                    assignment=encode_assignment(by_topic),
+                )
+            )
+        return GroupDescription(
+            group_id=consumer.group_id,
+            error=ErrorCode.none,
+            state=consumer.state().value,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol=consumer.preferred_assignor(self._consumer_settings),
+            members=tuple(members),
         )
+
+    def list_groups(
+        self,
+        states: frozenset[GroupState] | None = None,
+        *,
+        state_names: frozenset[str] | None = None,
+        types: frozenset[str] | None = None,
+    ) -> tuple[GroupListing, ...]:
+        """`states`: classic states (ListGroups v4 filter, compared by name so consumer
+        group states such as Stable and Empty match too); `state_names`: lower-case state
+        names; `types`: lower-case group types ("classic", "consumer"; ListGroups v5)."""
+        wanted = set(state_names or ())
+        if states is not None:
+            wanted |= {state.kafka_name.lower() for state in states}
+        listings = []
+        for group in self._groups.values():
+            if group.consumer is not None:
+                listing = GroupListing(
+                    group.group_id,
+                    CONSUMER_PROTOCOL_TYPE,
+                    group.consumer.state().value,
+                    "consumer",
+                )
+            else:
+                listing = GroupListing(
+                    group.group_id, group.protocol_type or "", group.state.kafka_name, "classic"
+                )
+            if (states is not None or state_names is not None) and (
+                listing.state.lower() not in wanted
+            ):
+                continue
+            if types is not None and listing.group_type not in types:
+                continue
+            listings.append(listing)
+        return tuple(listings)
 
     def delete_groups(
         self, group_ids: tuple[str, ...], now_ms: int
@@ -1142,7 +1362,9 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is None:
                 error = ErrorCode.group_id_not_found
-            elif group.state is not GroupState.EMPTY:
+            elif group.state is not GroupState.EMPTY or (
+                group.consumer is not None and group.consumer.members
+            ):
                 error = ErrorCode.non_empty_group
             else:
                 error = ErrorCode.none
@@ -1154,6 +1376,8 @@ class GroupCoordinator:
         for topic, partition in sorted(group.offsets):
             effects.records.append(OffsetCommitRecord(group.group_id, topic, partition, None))
         group.offsets.clear()
+        if group.consumer is not None:
+            effects.records.extend(group.consumer.tombstones())
         group.transition_to(GroupState.DEAD, now_ms)
         effects.records.append(GroupMetadataRecord(group.group_id, None))
         del self._groups[group.group_id]
@@ -1174,6 +1398,10 @@ class GroupCoordinator:
                 deadline_ms = min(deadline_ms, group.join_deadline_ms)
             if group.sync_deadline_ms is not None and group.pending_sync:
                 deadline_ms = min(deadline_ms, group.sync_deadline_ms)
+            if group.consumer is not None:
+                consumer_deadline_ms = group.consumer.next_deadline_ms()
+                if consumer_deadline_ms is not None:
+                    deadline_ms = min(deadline_ms, consumer_deadline_ms)
         return deadline_ms
 
     def tick(self, now_ms: int) -> Effects:
@@ -1189,6 +1417,11 @@ class GroupCoordinator:
         return effects.build()
 
     def _tick_group(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
+        if group.consumer is not None:
+            records: list[ConsumerGroupRecord] = []
+            group.consumer.tick(now_ms, records)
+            effects.records.extend(records)
+            return
         for member_id, pending_expiry_ms in list(group.pending_members.items()):
             if now_ms >= pending_expiry_ms:
                 del group.pending_members[member_id]
@@ -1220,7 +1453,13 @@ class GroupCoordinator:
         retention_ms = self._config.offsets_retention_ms
         for group in list(self._groups.values()):
             subscribed: frozenset[str] = frozenset()
-            if group.state is GroupState.EMPTY:
+            if group.consumer is not None:
+                if group.consumer.members:
+                    subscribed, use_state_time = group.consumer.subscribed_topic_names(), False
+                else:
+                    group.state_timestamp_ms = group.consumer.state_timestamp_ms
+                    use_state_time = True
+            elif group.state is GroupState.EMPTY:
                 use_state_time = group.protocol_type is not None
             elif group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 topics = group.subscribed_topics()

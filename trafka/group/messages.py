@@ -132,6 +132,7 @@ class OffsetCommitRequest:
     group_instance_id: str | None
     retention_time_ms: int  # v2-v4; -1 = broker default (offsets.retention.minutes)
     partitions: tuple[CommitPartition, ...]
+    api_version: int = 9  # a KIP-848 member must commit with v9+ (UNSUPPORTED_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # ListGroups v5 (KIP-848): "classic" or "consumer"
 
 
 @dataclass(frozen=True, slots=True)

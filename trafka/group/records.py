@@ -8,7 +8,8 @@ Layouts (apache/kafka `group-coordinator/src/main/resources/common/message/*.jso
 
     OffsetCommitKey   (key version 0 or 1): group string, topic string, partition int32
     GroupMetadataKey  (key version 2):      group string
-    (key versions >= 3 are KIP-848/share-group records: decoded as `UnknownRecord`, ignored)
+    key versions 3-8: KIP-848 consumer groups (`consumer_records`); other key versions
+    (share and streams groups): decoded as `UnknownRecord`, ignored
 
     OffsetCommitValue v0: offset int64, metadata string, commit_timestamp int64
                       v1: offset int64, metadata string, commit_timestamp int64,
@@ -34,6 +35,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from trafka.group.consumer_records import (
+    CONSUMER_KEY_VERSIONS,
+    ConsumerGroupRecord,
+    CorruptConsumerRecordError,
+    decode_consumer_record,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -96,12 +106,12 @@ class GroupMetadataRecord:
 
 @dataclass(frozen=True, slots=True)
 class UnknownRecord:
-    """A record type we do not model (KIP-848 consumer groups, share groups): skipped."""
+    """A record type we do not model (share and streams groups): skipped."""
 
     key_version: int
 
 
-OffsetsTopicRecord = OffsetCommitRecord | GroupMetadataRecord | UnknownRecord
+OffsetsTopicRecord = OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | UnknownRecord
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -150,6 +160,8 @@ def encode_key(record: OffsetsTopicRecord) -> bytes:
     elif isinstance(record, GroupMetadataRecord):
         writer.int16(GROUP_METADATA_KEY_VERSION)
         writer.string(record.group_id)
+    elif not isinstance(record, UnknownRecord):
+        return encode_consumer_key(record)
     else:
         raise ValueError("unknown records are never written")
     return writer.getvalue()
@@ -158,6 +170,8 @@ def encode_key(record: OffsetsTopicRecord) -> bytes:
 def encode_value(record: OffsetsTopicRecord) -> bytes | None:
     if isinstance(record, UnknownRecord):
         raise ValueError("unknown records are never written")
+    if not isinstance(record, OffsetCommitRecord | GroupMetadataRecord):
+        return encode_consumer_value(record)
     if record.value is None:
         return None
     writer = _Writer()
@@ -358,6 +372,10 @@ def decode_record(key: bytes, value: bytes | None) -> OffsetsTopicRecord:
             reader.expect_end()
             group_value = None if value is None else _decode_group_value(value)
             return GroupMetadataRecord(group_id, group_value)
+        if key_version in CONSUMER_KEY_VERSIONS:
+            return decode_consumer_record(key, value)
+    except CorruptConsumerRecordError as error:
+        raise CorruptOffsetsRecordError(str(error)) from error
     except struct.error as error:  # pragma: no cover - _take guards every read
         raise CorruptOffsetsRecordError(str(error)) from error
     if key_version < 0:

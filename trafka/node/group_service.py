@@ -30,6 +30,11 @@ so timers and loading start with the node; handlers reach it as `ctx.services.gr
 Partitions this node leads are also loaded by the timer without waiting for a request, so
 restored sessions and offset retention run.
 
+KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe) are plain calls, never parked:
+each gets the topics image (name -> topic id and partition count) built from the topic
+cache, rebuilt only after the topic manager reports a change, so groups see topics created,
+deleted or grown on their members' next heartbeat.
+
 Transactional offsets (TxnOffsetCommit): written as the producer's transactional batch,
 pending in the coordinator until the transaction's marker is written to the partition
 (`complete_txn_offsets`, called by the marker path); a load keeps them pending until it
@@ -50,6 +55,13 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.group.config import OFFSETS_TOPIC, GroupConfig
+from trafka.group.consumer_group import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    TopicsImage,
+)
+from trafka.group.consumer_records import TopicMetadataEntry
 from trafka.group.coordinator import Effects, GroupCoordinator, Reply
 from trafka.group.hashing import partition_for
 from trafka.group.messages import (
@@ -118,6 +130,10 @@ def group_config_of(config: BrokerConfig) -> GroupConfig:
         offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         offsets_topic_num_partitions=config.get_int("offsets.topic.num.partitions"),
+        consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        consumer_assignors=tuple(str(name) for name in config.get("group.consumer.assignors")),
+        consumer_max_size=config.get_int("group.consumer.max.size"),
     )
 
 
@@ -167,6 +183,21 @@ class GroupService:
         self._wakeup = trio.Event()
         self._timer_deadline_ms = 0
         self._create_lock = trio.Lock()
+        self._image: TopicsImage | None = None
+        topics.listeners.append(self._topics_changed)
+
+    def _topics_changed(self, name: str) -> None:
+        self._image = None
+
+    def topics_image(self) -> TopicsImage:
+        """Name -> (topic id, partition count) of every topic: what KIP-848 groups subscribe
+        to, rebuilt after a topic is created, changed or deleted."""
+        if self._image is None:
+            self._image = {
+                name: TopicMetadataEntry(state.topic_id, name, len(state.partitions))
+                for name, state in self._topics.topics.items()
+            }
+        return self._image
 
     # --- coordinator discovery -----------------------------------------------------------
 
@@ -451,6 +482,31 @@ class GroupService:
         )
         return outcome
 
+    async def consumer_group_heartbeat(
+        self, request: ConsumerHeartbeatRequest
+    ) -> ConsumerHeartbeatResult:
+        outcome = await self._call(
+            request.group_id,
+            lambda coordinator, now: coordinator.consumer_group_heartbeat(
+                request, self.topics_image(), now
+            ),
+        )
+        if isinstance(outcome, ErrorCode):
+            return ConsumerHeartbeatResult(outcome, member_epoch=-1)
+        return outcome
+
+    async def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        outcome = await self._call(
+            group_id,
+            lambda coordinator, now: (
+                coordinator.consumer_group_describe(group_id, self.topics_image()),
+                Effects(),
+            ),
+        )
+        if isinstance(outcome, ErrorCode):
+            return ConsumerGroupDescription(group_id, outcome)
+        return outcome
+
     async def leave_group(
         self, group_id: str, members: tuple[LeavingMember, ...]
     ) -> LeaveGroupResult:
@@ -499,11 +555,14 @@ class GroupService:
         group_id: str,
         partitions: tuple[TopicPartition, ...] | None,
         require_stable: bool = False,
+        member: tuple[str, int] | None = None,
     ) -> OffsetFetchResult:
         outcome = await self._call(
             group_id,
             lambda coordinator, now: (
-                coordinator.offset_fetch(group_id, partitions, require_stable=require_stable),
+                coordinator.offset_fetch(
+                    group_id, partitions, require_stable=require_stable, member=member
+                ),
                 Effects(),
             ),
         )
@@ -538,7 +597,11 @@ class GroupService:
         return outcome[0]
 
     async def list_groups(
-        self, states: frozenset[GroupState] | None
+        self,
+        states: frozenset[GroupState] | None,
+        *,
+        state_names: frozenset[str] | None = None,
+        types: frozenset[str] | None = None,
     ) -> tuple[ErrorCode, tuple[GroupListing, ...]]:
         """The groups of every `__consumer_offsets` partition this node leads."""
         state = self._topics.get(OFFSETS_TOPIC)
@@ -552,7 +615,11 @@ class GroupService:
             if isinstance(current, ErrorCode):
                 continue
             outcome = await self._call_on(
-                current, lambda coordinator, now: (coordinator.list_groups(states), Effects())
+                current,
+                lambda coordinator, now: (
+                    coordinator.list_groups(states, state_names=state_names, types=types),
+                    Effects(),
+                ),
             )
             if not isinstance(outcome, ErrorCode):
                 listings.extend(outcome)

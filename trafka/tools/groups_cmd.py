@@ -17,8 +17,16 @@ CLIENT-ID #PARTITIONS`, `--state` `GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY ST
 'g' has no active members." and "Warning: Consumer group 'g' is rebalancing.". Errors are
 one line on stderr with exit code 1.
 
+KIP-848 consumer groups (docs/groups.md) are described with ConsumerGroupDescribe as well:
+`--state` and `--members` show the group's protocol in JSON ("classic" or "consumer"), and
+with `--verbose` Kafka 4's extra columns: `--state --verbose` adds GROUP-EPOCH and
+TARGET-ASSIGNMENT-EPOCH, `--members --verbose` adds CURRENT-EPOCH, CURRENT-ASSIGNMENT,
+TARGET-EPOCH and TARGET-ASSIGNMENT (assignments as `topic:0,1;other:2`); a classic group's
+`--members --verbose` adds Kafka's ASSIGNMENT column.
+
 Requests (our own trio client, kio messages): Metadata v8, FindCoordinator v3,
-ListGroups v4 (to every broker), DescribeGroups v5, OffsetFetch v6, ListOffsets v4,
+ListGroups v4 (to every broker), DescribeGroups v5, ConsumerGroupDescribe v0 (when the
+broker has it), OffsetFetch v6, ListOffsets v4,
 OffsetCommit v8 (generation -1: a "simple" commit, so the group must be inactive),
 DeleteGroups v2, OffsetDelete v0.
 
@@ -27,8 +35,7 @@ order; `--verbose` adds LEADER-EPOCH; a group without rows prints no table; a de
 prints "Error: Consumer group 'g' does not exist." on stdout, as Kafka does); compared with
 Kafka 4.4's tool in tests/cluster/test_ktool_parity.py.
 
-Not implemented: `--verbose` with `--members`/`--state` (epochs and partition lists per
-member), `--from-file`, `--to-current`, `--by-duration`, `--export` (CSV).
+Not implemented: `--from-file`, `--to-current`, `--by-duration`, `--export` (CSV).
 """
 
 from __future__ import annotations
@@ -273,6 +280,20 @@ class _Admin:
             )
         return described, node_id, address
 
+    async def consumer_describe(self, group: str, address: tuple[str, int]) -> Any | None:
+        """The KIP-848 view of a consumer group (None: a classic group, or an old broker)."""
+        conn = await self.connection(address)
+        if int(ApiKey.CONSUMER_GROUP_DESCRIBE) not in conn.broker_versions:
+            return None
+        response = await self.request(
+            address,
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            0,
+            {"group_ids": [group], "include_authorized_operations": False},
+        )
+        described = response.groups[0]
+        return described if int(described.error_code) == 0 else None
+
     async def committed(self, group: str, address: tuple[str, int]) -> dict[tuple[str, int], int]:
         return {
             tp: offset for tp, (offset, _) in (await self.committed_epochs(group, address)).items()
@@ -485,6 +506,7 @@ class _Described:
     node_id: int
     address: tuple[str, int]
     rows: list[PartitionOffsets]
+    consumer: Any | None = None  # ConsumerGroupDescribe's group (KIP-848 groups)
 
 
 @groups_app.command("describe")
@@ -502,7 +524,12 @@ def describe(
     members: Annotated[bool, typer.Option("--members", help="Describe the members.")] = False,
     state: Annotated[bool, typer.Option("--state", help="Describe the group's state.")] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", help="With offsets: add the LEADER-EPOCH column.")
+        bool,
+        typer.Option(
+            "--verbose",
+            help="With --offsets: LEADER-EPOCH; with --members / --state: the KIP-848 epochs "
+            "and assignments.",
+        ),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -513,12 +540,6 @@ def describe(
     if bool(group) == all_groups:
         typer.echo("Error: give --group (one or more) or --all-groups", err=True)
         raise typer.Exit(1)
-    if verbose and (members or state):
-        typer.echo(
-            "Error: --verbose is implemented with --offsets only (ktool, docs/compatibility.md)",
-            err=True,
-        )
-        raise typer.Exit(1)
     with_offsets = not (members or state)
 
     async def body(admin: _Admin) -> list[_Described]:
@@ -526,6 +547,9 @@ def describe(
         result: list[_Described] = []
         for name in names:
             described, node_id, address = await admin.describe(name)
+            consumer = None
+            if str(described.protocol_type) == "consumer" and (members or state):
+                consumer = await admin.consumer_describe(name, address)
             rows: list[PartitionOffsets] = []
             if with_offsets:
                 committed = await admin.committed_epochs(name, address)
@@ -534,7 +558,7 @@ def describe(
                 await admin.metadata(sorted({t for t, _ in partitions}))
                 ends = await admin.list_offsets(partitions, _LATEST)
                 rows = _offset_rows(name, described, committed, ends)
-            result.append(_Described(name, described, node_id, address, rows))
+            result.append(_Described(name, described, node_id, address, rows, consumer))
         return result
 
     results = _run(body, bootstrap_server)
@@ -556,63 +580,41 @@ def _describe_one(
     result: _Described, *, members: bool, state: bool, verbose: bool
 ) -> tuple[Any, list[str]]:
     """One group's JSON value and table lines; its notes go to stderr."""
-    group, described = result.group, result.described
+    group, described, consumer = result.group, result.described, result.consumer
     state_name = str(described.group_state)
+    protocol = "consumer" if consumer is not None else "classic"
     if state:
         coordinator = f"{result.address[0]}:{result.address[1]} ({result.node_id})"
-        record = {
+        record: dict[str, Any] = {
             "group": group,
             "coordinator": coordinator,
             "assignment_strategy": str(described.protocol_data),
             "state": state_name,
             "members": len(described.members),
+            "protocol": protocol,
+            "group_epoch": int(consumer.group_epoch) if consumer is not None else None,
+            "target_assignment_epoch": (
+                int(consumer.assignment_epoch) if consumer is not None else None
+            ),
         }
-        table = format_table(
-            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-            [
-                [
-                    group,
-                    coordinator,
-                    _dash(record["assignment_strategy"]),
-                    state_name,
-                    len(described.members),
-                ]
-            ],
-        )
-        return record, table.splitlines()
+        headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        cells: list[object] = [
+            group,
+            coordinator,
+            _dash(record["assignment_strategy"]),
+            state_name,
+            len(described.members),
+        ]
+        if verbose:
+            headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+            cells += [_dash(record["group_epoch"]), _dash(record["target_assignment_epoch"])]
+        return record, format_table(headers, [cells]).splitlines()
     if state_name == "Dead":
         # Kafka's tool prints this on stdout, where the table would have been
         return [], [f"Error: Consumer group '{group}' does not exist."]
     _notes(group, described)
     if members:
-        member_rows = []
-        for m in described.members:
-            assigned = assigned_partitions(bytes(m.member_assignment)) or {}
-            member_rows.append(
-                {
-                    "group": group,
-                    "consumer_id": str(m.member_id),
-                    "group_instance_id": m.group_instance_id,
-                    "host": str(m.client_host),
-                    "client_id": str(m.client_id),
-                    "partitions": sum(len(p) for p in assigned.values()),
-                }
-            )
-        table = format_table(
-            ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
-            [
-                [
-                    r["group"],
-                    r["consumer_id"],
-                    _dash(r["group_instance_id"]),
-                    r["host"],
-                    r["client_id"],
-                    r["partitions"],
-                ]
-                for r in member_rows
-            ],
-        )
-        return member_rows, table.splitlines()
+        return _members_table(group, described, consumer, verbose=verbose)
     value = [
         {
             "group": group,
@@ -631,6 +633,76 @@ def _describe_one(
     # Kafka prints no table at all for a group without rows (no members, no offsets)
     lines = offsets_table(result.rows, group, verbose=verbose) if result.rows else []
     return value, lines
+
+
+def _assignment_text(partitions: dict[str, list[int]]) -> str:
+    return ";".join(
+        f"{topic}:{','.join(map(str, sorted(numbers)))}"
+        for topic, numbers in sorted(partitions.items())
+    )
+
+
+def _kip848_assignment(assignment: Any) -> dict[str, list[int]]:
+    return {
+        str(tp.topic_name): [int(p) for p in tp.partitions] for tp in assignment.topic_partitions
+    }
+
+
+def _members_table(
+    group: str, described: Any, consumer: Any | None, *, verbose: bool
+) -> tuple[Any, list[str]]:
+    """`--members` (Kafka's columns; `--verbose` adds the KIP-848 epochs and assignments)."""
+    epochs = {}
+    if consumer is not None:
+        epochs = {str(m.member_id): m for m in consumer.members}
+    member_rows = []
+    for m in described.members:
+        assigned = assigned_partitions(bytes(m.member_assignment)) or {}
+        detail = epochs.get(str(m.member_id))
+        current = _kip848_assignment(detail.assignment) if detail is not None else assigned
+        target = _kip848_assignment(detail.target_assignment) if detail is not None else None
+        member_rows.append(
+            {
+                "group": group,
+                "consumer_id": str(m.member_id),
+                "group_instance_id": m.group_instance_id,
+                "host": str(m.client_host),
+                "client_id": str(m.client_id),
+                "partitions": sum(len(p) for p in assigned.values()),
+                "protocol": "consumer" if consumer is not None else "classic",
+                "member_epoch": int(detail.member_epoch) if detail is not None else None,
+                "target_epoch": int(consumer.assignment_epoch) if consumer is not None else None,
+                "assignment": current,
+                "target_assignment": target,
+            }
+        )
+    headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    if verbose and consumer is None:
+        headers += ["ASSIGNMENT"]
+    elif verbose:
+        headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows = []
+    for r in member_rows:
+        cells: list[object] = [
+            r["group"],
+            r["consumer_id"],
+            _dash(r["group_instance_id"]),
+            r["host"],
+            r["client_id"],
+            r["partitions"],
+        ]
+        if verbose and consumer is None:
+            cells.append(_assignment_text(r["assignment"]) or "-")
+        elif verbose:
+            target = r["target_assignment"]
+            cells += [
+                _dash(r["member_epoch"]),
+                _assignment_text(r["assignment"]) or "-",
+                _dash(r["target_epoch"]),
+                "-" if target is None else (_assignment_text(target) or "-"),
+            ]
+        rows.append(cells)
+    return member_rows, format_table(headers, rows).splitlines()
 
 
 def _parse_datetime(text: str) -> int:

@@ -656,6 +656,64 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _d("group.min.session.timeout.ms", _T.INT, 6000, "Smallest session timeout accepted."),
     _d("group.max.session.timeout.ms", _T.INT, 1800000, "Largest session timeout accepted."),
     _d("group.max.size", _T.INT, _INT32_MAX, "Largest consumer group.", minimum=1),
+    # --- KIP-848 consumer groups -----------------------------------------------------------
+    _d(
+        "group.consumer.session.timeout.ms",
+        _T.INT,
+        45000,
+        "Session timeout of KIP-848 consumer group members.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.min.session.timeout.ms",
+        _T.INT,
+        45000,
+        "Smallest group.consumer.session.timeout.ms accepted.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.max.session.timeout.ms",
+        _T.INT,
+        60000,
+        "Largest group.consumer.session.timeout.ms accepted.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.heartbeat.interval.ms",
+        _T.INT,
+        5000,
+        "Heartbeat interval given to KIP-848 consumer group members.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.min.heartbeat.interval.ms",
+        _T.INT,
+        5000,
+        "Smallest group.consumer.heartbeat.interval.ms accepted.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.max.heartbeat.interval.ms",
+        _T.INT,
+        15000,
+        "Largest group.consumer.heartbeat.interval.ms accepted.",
+        minimum=1,
+    ),
+    _d(
+        "group.consumer.assignors",
+        _T.LIST,
+        ["uniform", "range"],
+        "Server-side assignors of KIP-848 consumer groups; the first is the default.",
+        choices=("uniform", "range"),
+        reason="Kafka also accepts assignor class names; trafka knows only these two.",
+    ),
+    _d(
+        "group.consumer.max.size",
+        _T.INT,
+        _INT32_MAX,
+        "Largest KIP-848 consumer group.",
+        minimum=1,
+    ),
     _d(
         "transactional.id.expiration.ms",
         _T.INT,
@@ -952,6 +1010,26 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("invalid configuration listeners: at least one listener needed")
         self._check_roles()
+        self._check_consumer_group_timeouts()
+
+    def _check_consumer_group_timeouts(self) -> None:
+        """Kafka's GroupCoordinatorConfig rules for the KIP-848 timeouts."""
+        for key in ("session.timeout.ms", "heartbeat.interval.ms"):
+            value = self.get_int(f"group.consumer.{key}")
+            low = self.get_int(f"group.consumer.min.{key}")
+            high = self.get_int(f"group.consumer.max.{key}")
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"invalid configuration group.consumer.{key}={value}: must be between "
+                    f"group.consumer.min.{key}={low} and group.consumer.max.{key}={high}"
+                )
+        if self.get_int("group.consumer.heartbeat.interval.ms") >= self.get_int(
+            "group.consumer.session.timeout.ms"
+        ):
+            raise ConfigError(
+                "invalid configuration group.consumer.heartbeat.interval.ms: must be less "
+                "than group.consumer.session.timeout.ms"
+            )
 
     def _check_roles(self) -> None:
         """Kafka's KafkaConfig rules for `process.roles` against `controller.quorum.voters`

@@ -1,11 +1,12 @@
-"""Metadata v0-11: brokers, cluster id, controller id, topics and partitions.
+"""Metadata v0-12: brokers, cluster id, controller id, topics and partitions.
 
 * v0: all topics when the list is empty. v1: null list = all topics, empty = none;
   controller_id, rack, is_internal. v2: cluster_id. v3: throttle_time_ms.
 * v4: allow_auto_topic_creation (older versions always allow it, as Kafka does).
 * v5: offline_replicas. v7: leader_epoch (KIP-320). v8: authorized operations (KIP-430:
   the bit set when asked for, else -2147483648). v9: flexible. v10: topic ids (KIP-516).
-  v11: cluster authorized operations removed.
+  v11: cluster authorized operations removed. v12: topics named by id only, nullable topic
+  names (KIP-516; librdkafka's KIP-848 consumer needs it to resolve assigned topic ids).
 
 Auto-creation (SEEDS PROTO-23): an unknown topic is created with `num.partitions` and
 `default.replication.factor` when the request allows it and `auto.create.topics.enable` is
@@ -82,7 +83,7 @@ def _error_topic(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None 
     }
 
 
-@register(api_key=ApiKey.METADATA, name="Metadata", min_version=0, max_version=11)
+@register(api_key=ApiKey.METADATA, name="Metadata", min_version=0, max_version=12)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     topics_manager = services.topics

@@ -1,9 +1,13 @@
-"""OffsetCommit v2-8: store a group's consumed positions in `__consumer_offsets` (GRP-21).
+"""OffsetCommit v2-9: store a group's consumed positions in `__consumer_offsets` (GRP-21).
 
 * v2: generation_id, member_id, retention_time (-1 = `offsets.retention.minutes`).
 * v3: throttle_time. v4: no change. v5: retention_time removed (KIP-211).
 * v6: committed_leader_epoch (KIP-320). v7: group_instance_id (KIP-345).
 * v8: flexible (KIP-482).
+* v9: same fields; for a KIP-848 consumer group `generation_id_or_member_epoch` is the member
+  epoch: a smaller one answers STALE_MEMBER_EPOCH, a larger FENCED_MEMBER_EPOCH, an unknown
+  member UNKNOWN_MEMBER_ID; a consumer group member committing with v8 or older gets
+  UNSUPPORTED_VERSION (Kafka's rule). Classic groups behave as in v8.
 
 Rules (GRP-12, `trafka.group.coordinator`): generation -1 and an Empty group is a "simple"
 commit; otherwise member and generation must match (UNKNOWN_MEMBER_ID,
@@ -11,8 +15,7 @@ ILLEGAL_GENERATION), CompletingRebalance answers REBALANCE_IN_PROGRESS; metadata
 than 4096 bytes gets OFFSET_METADATA_TOO_LARGE; unknown topic partitions get
 UNKNOWN_TOPIC_OR_PARTITION. The answer is sent after the records are appended.
 
-Not implemented: v0-1 (kio carries v2+; Kafka 4 removed them, KIP-896), v9+ (KIP-848
-member epochs), transactional commits (TxnOffsetCommit).
+Not implemented: v0-1 (kio carries v2+; Kafka 4 removed them, KIP-896), v10 (topic ids).
 
 Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED on every partition)
 and READ on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
@@ -32,7 +35,7 @@ from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 
-@register(api_key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", min_version=2, max_version=8)
+@register(api_key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", min_version=2, max_version=9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = ctx.services.topics
     known: list[CommitPartition] = []
@@ -75,6 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_instance_id=getattr(request, "group_instance_id", None),
                 retention_time_ms=retention_time_ms,
                 partitions=tuple(known),
+                api_version=ctx.api_version,
             )
         )
     by_topic: dict[str, list[dict[str, int]]] = {}

@@ -1,4 +1,4 @@
-"""OffsetFetch v1-8: a group's committed offsets (GRP-21, GRP-22).
+"""OffsetFetch v1-9: a group's committed offsets (GRP-21, GRP-22).
 
 * v1: group_id, topics; errors per partition. v2: topics null = every committed offset of
   the group, and a top-level error_code (KIP-88). v3: throttle_time. v4: no change.
@@ -6,10 +6,12 @@
 * v7: require_stable (KIP-447): a partition whose transactional offsets (TxnOffsetCommit)
   wait for their transaction's marker answers UNSTABLE_OFFSET_COMMIT; the consumer retries.
 * v8: several groups in one request (KIP-709), each with its own error_code.
+* v9: member_id and member_epoch per group (KIP-848): a consumer group member's fetch is
+  checked like its commits (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); epoch -1 = no check.
 
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "".
 A group this node does not coordinate answers NOT_COORDINATOR (per partition in v1).
-Not implemented: v9+ (KIP-848 member epochs), v0 (ZooKeeper-stored offsets).
+Not implemented: v10 (topic ids), v0 (ZooKeeper-stored offsets).
 
 Authorization: DESCRIBE on the GROUP (else GROUP_AUTHORIZATION_FAILED) and on each topic
 (a named partition: TOPIC_AUTHORIZATION_FAILED; all topics: unauthorized ones left out), as
@@ -75,12 +77,13 @@ async def _fetch(
     group_id: str,
     requested: tuple[TopicPartition, ...] | None,
     require_stable: bool = False,
+    member: tuple[str, int] | None = None,
 ) -> OffsetFetchResult:
     """The group's offsets as the sender may see them: DESCRIBE on the group, and per topic
     DESCRIBE (a named partition: TOPIC_AUTHORIZATION_FAILED; all topics: left out)."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return OffsetFetchResult(ErrorCode.group_authorization_failed)
-    result = await ctx.services.groups.offset_fetch(group_id, requested, require_stable)
+    result = await ctx.services.groups.offset_fetch(group_id, requested, require_stable, member)
     visible = ctx.authorized_names(
         AclOperation.DESCRIBE, ResourceType.TOPIC, (p.topic for p in result.partitions)
     )
@@ -94,7 +97,7 @@ async def _fetch(
     return OffsetFetchResult(result.error, partitions)
 
 
-@register(api_key=ApiKey.OFFSET_FETCH, name="OffsetFetch", min_version=1, max_version=8)
+@register(api_key=ApiKey.OFFSET_FETCH, name="OffsetFetch", min_version=1, max_version=9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(request)
     require_stable = bool(getattr(request, "require_stable", False))
@@ -102,7 +105,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for group in request.groups:
             requested = _requested(group.topics)
-            result = await _fetch(ctx, str(group.group_id), requested, require_stable)
+            member = None
+            member_id = getattr(group, "member_id", None)
+            if member_id is not None and int(getattr(group, "member_epoch", -1)) >= 0:
+                member = (str(member_id), int(group.member_epoch))
+            result = await _fetch(ctx, str(group.group_id), requested, require_stable, member)
             groups.append(
                 {
                     "group_id": str(group.group_id),

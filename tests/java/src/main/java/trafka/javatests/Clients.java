@@ -48,6 +48,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       consumers that join one after another, and static membership (a member that closes
  *       and comes back under its group.instance.id within the session timeout gets its
  *       partitions back without a new generation).
+ *   <li>{@code kip848 BOOTSTRAP TOPIC}: two consumers with {@code group.protocol=consumer}
+ *       (KIP-848) join one after another on an existing TOPIC; prints each one's partitions,
+ *       member epoch (the consumer's generation id) and callbacks once they cover the topic.
  * </ul>
  */
 public final class Clients {
@@ -68,6 +71,7 @@ public final class Clients {
         switch (args[0]) {
             case "codecs" -> codecs(args[1], args[2], Integer.parseInt(args[3]));
             case "groups" -> groups(args[1], args[2]);
+            case "kip848" -> kip848(args[1], args[2]);
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
@@ -164,6 +168,28 @@ public final class Clients {
             result.put("ordered", ordered);
             emit(result);
         }
+    }
+
+    // ---- KIP-848 -----------------------------------------------------------------------------
+    static void kip848(String bootstrap, String topic) throws Exception {
+        int partitions;
+        try (Admin admin = admin(bootstrap)) {
+            partitions = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+        }
+        Properties props = consumerProps(bootstrap, topic + "-java-kip848");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        List<Member> members = new ArrayList<>();
+        members.add(new Member("kip848-a", props, topic));
+        boolean one = waitFor(() -> covers(members, partitions), 60_000);
+        Map<String, Object> first = snapshot(members);
+        members.add(new Member("kip848-b", props, topic));
+        boolean two = waitFor(() -> covers(members, partitions), 90_000);
+        Map<String, Object> second = snapshot(members);
+        int records = 0;
+        for (Member m : members) records += m.records;
+        for (Member m : members) m.close();
+        emit(obj("mode", "kip848", "one_member_covers", one, "two_members_cover", two,
+                "after_one", first, "after_two", second, "records", records));
     }
 
     // ---- groups ------------------------------------------------------------------------------
