@@ -25,7 +25,8 @@ def test_advertised_ranges_have_schemas_and_look_like_kafka_3() -> None:
     assert versions[3][1] >= 5
     assert versions[0] == (0, 9)
     assert versions[1][0] <= 4 <= versions[1][1]
-    assert 71 not in versions  # no telemetry advertised
+    # KIP-714 telemetry (an empty subscription) and KIP-966 DescribeTopicPartitions, v0 only
+    assert versions[71] == versions[72] == versions[75] == (0, 0)
     supported = protocol.SupportedApis(
         protocol.ApiVersionRange(h.api_key, h.min_version, h.max_version, h.advertised_min_version)
         for h in registry.handlers()

@@ -536,6 +536,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     _d("replica.fetch.backoff.ms", _T.INT, 1000, "Follower back-off after a fetch error."),
     _d("num.replica.fetchers", _T.INT, 1, "Fetcher tasks per source broker.", minimum=1),
     _d(
+        "max.request.partition.size.limit",
+        _T.INT,
+        2000,
+        "The most partitions one DescribeTopicPartitions answer carries (KIP-966).",
+        minimum=1,
+    ),
+    _d(
         "replica.selector.class",
         _T.STRING,
         None,

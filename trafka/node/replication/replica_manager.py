@@ -849,9 +849,7 @@ class ReplicaManager:
     ) -> OffsetResult:
         """ListOffsets for one partition. `debugging` (replica id -2): a follower answers
         too, and "latest" is the log end offset (Kafka: no isolation for non-clients)."""
-        error_code, log, leader_epoch = self._leader_log(
-            topic, partition, allow_follower=debugging
-        )
+        error_code, log, leader_epoch = self._leader_log(topic, partition, allow_follower=debugging)
         if log is None:
             return OffsetResult(error_code)
         if current_leader_epoch >= 0 and current_leader_epoch < leader_epoch:
