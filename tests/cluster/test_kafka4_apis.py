@@ -249,6 +249,26 @@ def test_api_versions_advertise_the_kafka4_apis(racks: RackCluster, shell: ToolS
     assert "DescribeTopicPartitions(75): 0 [usable: 0]" in text
     assert "GetTelemetrySubscriptions(71): 0 [usable: 0]" in text
     assert "PushTelemetry(72): 0 [usable: 0]" in text
+    assert "DescribeCluster(60): 0 to 2 [usable: 2]" in text
+    assert "UpdateFeatures(57): 0 to 2 [usable: 2]" in text
+
+
+def test_kafka_features_shows_none_and_an_upgrade_gets_kafkas_refusal(
+    racks: RackCluster, shell: ToolShell
+) -> None:
+    bootstrap = racks.cluster.bootstrap_servers
+    described = shell.run("kafka-features", "--bootstrap-server", bootstrap, "describe").ok()
+    assert described.lines == []  # no feature flags finalized or supported
+    upgrade = shell.run(
+        "kafka-features",
+        "--bootstrap-server",
+        bootstrap,
+        "upgrade",
+        "--feature",
+        "transaction.version=2",
+    )
+    assert upgrade.exit != 0
+    assert "The controller does not support the given feature" in upgrade.out + upgrade.err
 
 
 # ---- the wire: DescribeTopicPartitions paging, telemetry answers ----------------------------
