@@ -9,9 +9,11 @@ scrape (tests/cluster/test_metrics.py's `scrape`).
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,14 +68,18 @@ class RackCluster:
 @pytest.fixture(scope="module")
 def racks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RackCluster]:
     ports = {node_id: free_port() for node_id in RACKS}
+    base = tmp_path_factory.mktemp("kafka4")
+    node_settings = {
+        node_id: [f"broker.rack={rack}", f"metrics.listener=http://127.0.0.1:{ports[node_id]}"]
+        for node_id, rack in RACKS.items()
+    }
+    # broker 3 has two log dirs (AlterReplicaLogDirs)
+    node_settings[3].append(f"log.dirs={base / 'node-3'},{base / 'node-3-second'}")
     with KnodeCluster(
-        tmp_path_factory.mktemp("kafka4"),
+        base,
         node_count=3,
         settings=["group.initial.rebalance.delay.ms=0", f"replica.selector.class={SELECTOR}"],
-        node_settings={
-            node_id: [f"broker.rack={rack}", f"metrics.listener=http://127.0.0.1:{ports[node_id]}"]
-            for node_id, rack in RACKS.items()
-        },
+        node_settings=node_settings,
         start=False,
     ) as cluster:
         start_slowly(cluster)
@@ -120,7 +126,9 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_across_a_leader_change(
     topic = f"ffl-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     # replicas 1 (rack a, the preferred leader), 2 (rack b), 3 (rack c)
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[topic].result(60)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[
+        topic
+    ].result(60)
     wait_until(lambda: _leader(cluster, topic)[0] == 1, timeout_s=60, what="leader 1")
     _produce(cluster, topic, 0, 1000)
     wait_until(
@@ -272,16 +280,18 @@ def test_kafka_features_shows_none_and_an_upgrade_gets_kafkas_refusal(
 
 
 # ---- the wire: DescribeTopicPartitions paging, telemetry answers ----------------------------
-def _request(cluster: KnodeCluster, api_key: int, data: dict[str, Any]) -> Any:
+def _request(
+    cluster: KnodeCluster, api_key: int, data: dict[str, Any], node_id: int = 2, version: int = 0
+) -> Any:
     async def run() -> Any:
         connection = await KafkaConnection.connect(
-            "127.0.0.1", cluster.nodes[2].port, client_id="kafka4-apis-test"
+            "127.0.0.1", cluster.nodes[node_id].port, client_id="kafka4-apis-test"
         )
         try:
             await connection.negotiate_api_versions()
-            request_class = codec.request_class(api_key, 0)
+            request_class = codec.request_class(api_key, version)
             assert request_class is not None
-            return await connection.request(build(request_class, data), 0)
+            return await connection.request(build(request_class, data), version)
         finally:
             await connection.close()
 
@@ -369,3 +379,85 @@ def test_telemetry_subscription_is_empty_and_pushes_are_dropped(racks: RackClust
     assert push(int(subscription.subscription_id) + 1) == 117  # UNKNOWN_SUBSCRIPTION_ID
     assert push(int(subscription.subscription_id), b"x" * 1_048_577) == 118  # TELEMETRY_TOO_LARGE
     assert push(int(subscription.subscription_id), instance=zero) == 42  # INVALID_REQUEST
+
+
+# ---- AlterReplicaLogDirs: Kafka 4.4's kafka-reassign-partitions moves a replica's dir ---------
+def test_kafka_reassign_partitions_moves_a_replica_between_log_dirs(
+    racks: RackCluster, shell: ToolShell, tmp_path: Path
+) -> None:
+    cluster = racks.cluster
+    first, second = cluster.nodes[3].data_dir, cluster.nodes[3].data_dir.parent / "node-3-second"
+    topic = f"mv-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[
+        topic
+    ].result(60)
+    wait_until(lambda: sorted(_leader(cluster, topic)[1]) == [1, 2, 3], timeout_s=60, what="ISR")
+    _produce(cluster, topic, 0, 300)
+    source = first if (first / f"{topic}-0").is_dir() else second
+    destination = second if source == first else first
+    assert (source / f"{topic}-0").is_dir()
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": topic,
+                        "partition": 0,
+                        "replicas": [1, 2, 3],
+                        "log_dirs": ["any", "any", str(destination)],
+                    }
+                ],
+            }
+        )
+    )
+    bootstrap = ("--bootstrap-server", cluster.bootstrap_servers)
+    shell.run(
+        "kafka-reassign-partitions", *bootstrap, "--execute", "--reassignment-json-file", str(plan)
+    ).ok()
+    verified = shell.run(
+        "kafka-reassign-partitions", *bootstrap, "--verify", "--reassignment-json-file", str(plan)
+    ).ok()
+    assert f"Reassignment of replica {topic}-0-3 completed successfully." in verified.out, (
+        verified.out
+    )
+    assert (destination / f"{topic}-0").is_dir() and not (source / f"{topic}-0").exists()
+    # The moved replica still serves every record (broker 3 is the follower in rack c).
+    _produce(cluster, topic, 300, 100)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"g-{topic}",
+            "client.rack": "c",
+            "enable.auto.commit": False,
+        }
+    )
+    seen: list[int] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        _consume(consumer, 400, seen)
+    finally:
+        consumer.close()
+    assert seen == list(range(400))
+    assert racks.bytes_out(3, topic) >= 400 * 200
+    # Kafka's errors: an unknown dir, a partition without a replica here, an unknown topic.
+    answer = _request(
+        cluster,
+        34,
+        {
+            "dirs": [
+                {"path": "/nowhere", "topics": [{"name": topic, "partitions": [0]}]},
+                {"path": str(source), "topics": [{"name": f"{topic}-none", "partitions": [0]}]},
+            ]
+        },
+        node_id=3,
+        version=2,
+    )
+    errors = {
+        (str(t.topic_name), int(p.partition_index)): int(p.error_code)
+        for t in answer.results
+        for p in t.partitions
+    }
+    assert errors == {(topic, 0): 57, (f"{topic}-none", 0): 3}
