@@ -138,6 +138,9 @@ class FollowerFetchers(Protocol):
     def remove(self, tp: TopicPartition) -> None: ...
 
 
+RACKS_REFRESH_MS = 1000
+"""KIP-392: how stale the brokers' racks may be when choosing a preferred read replica (a
+broker that died meanwhile stays eligible while it is in the ISR anyway)."""
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -262,6 +265,7 @@ class ReplicaManager:
         consumer reads from the leader."""
         self.broker_racks: Callable[[], Mapping[int, str | None]] = dict
         """Every live broker's `broker.rack` (the broker hands over its metadata cache's)."""
+        self._racks: tuple[int, Mapping[int, str | None]] = (-RACKS_REFRESH_MS, {})
 
     # ---- roles (LeaderAndIsr / StopReplica) -----------------------------------------------------
     def apply_leader_and_isr(
@@ -820,9 +824,18 @@ class ReplicaManager:
             client_rack=client_rack,
             fetch_offset=fetch_offset,
             leader_log_end_offset=log_end,
-            racks=self.broker_racks(),
-            now_ms=self._now_ms(),
+            racks=self._live_racks(now_ms := self._now_ms()),
+            now_ms=now_ms,
         )
+
+    def _live_racks(self, now_ms: int) -> Mapping[int, str | None]:
+        """`broker_racks()`, re-read at most every RACKS_REFRESH_MS: it parses every
+        registration, and a consumer's fetch asks for each of its partitions."""
+        read_at_ms, racks = self._racks
+        if not 0 <= now_ms - read_at_ms < RACKS_REFRESH_MS:
+            racks = self.broker_racks()
+            self._racks = (now_ms, racks)
+        return racks
 
     def follower_high_watermark_advanced(self) -> None:
         """A follower's HW moved (the replica fetcher): wake the consumers long-polling this
