@@ -152,15 +152,22 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_across_a_leader_change(
         assert served[2] >= 1000 * 200, served
         assert served[1] == 0 and served[3] == 0, served
 
-        # A leader change: broker 1 stops; broker 2 or 3 leads; rack b still serves.
+        # A leader change: broker 1 stops; broker 2 or 3 leads. Right after it the new
+        # leader may serve a fetch itself (it learns broker 2's log end offset from 2's
+        # next fetch, as in Kafka), so only the data is checked across the change ...
         cluster.stop(1)
         wait_until(lambda: _leader(cluster, topic)[0] in (2, 3), timeout_s=90, what="new leader")
         _produce(cluster, topic, 1000, 500)
         _consume(consumer, 1500, seen)
         assert seen == list(range(1500))  # in order, no gap, no duplicate
-        served_after = {node_id: racks.bytes_out(node_id, topic) for node_id in (2, 3)}
-        assert served_after[2] >= 1500 * 200, served_after
-        assert served_after[3] == 0, served_after
+        # ... and then rack b's broker serves again.
+        before = {node_id: racks.bytes_out(node_id, topic) for node_id in (2, 3)}
+        _produce(cluster, topic, 1500, 500)
+        _consume(consumer, 2000, seen)
+        assert seen == list(range(2000))
+        after = {node_id: racks.bytes_out(node_id, topic) for node_id in (2, 3)}
+        assert after[2] - before[2] >= 500 * 200, (before, after)
+        assert after[3] == before[3], (before, after)
     finally:
         consumer.close()
         if not cluster.nodes[1].running:
