@@ -818,13 +818,14 @@ class ReplicaManager:
         state = self.leaders.get(TopicPartition(topic, partition))
         if state is None:  # a follower serving the consumer: never redirects
             return None
+        now_ms = self._now_ms()
         return preferred_read_replica(
             state,
             selector=self.replica_selector,
             client_rack=client_rack,
             fetch_offset=fetch_offset,
             leader_log_end_offset=log_end,
-            racks=self._live_racks(now_ms := self._now_ms()),
+            racks=self._live_racks(now_ms),
             now_ms=now_ms,
         )
 
