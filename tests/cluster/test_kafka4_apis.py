@@ -175,6 +175,27 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_across_a_leader_change(
             cluster.wait_ready(1, timeout_s=240)
 
 
+def test_the_java_consumer_reads_from_the_follower_in_its_rack(racks: RackCluster) -> None:
+    cluster = racks.cluster
+    topic = f"ffj-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    created = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])]
+    )
+    created[topic].result(60)
+    wait_until(lambda: _leader(cluster, topic)[0] == 1, timeout_s=60, what="leader 1")
+    _produce(cluster, topic, 0, 300)
+    wait_until(
+        lambda: sorted(_leader(cluster, topic)[1]) == [1, 2, 3], timeout_s=60, what="full ISR"
+    )
+    records, _ = run_program(
+        "RackConsumer", cluster.bootstrap_servers, topic, "c", "300", timeout_s=180
+    )
+    assert records == [{"count": 300, "in_order": True}]
+    served = {node_id: racks.bytes_out(node_id, topic) for node_id in RACKS}
+    assert served[3] >= 300 * 200 and served[1] == served[2] == 0, served
+
+
 # ---- Kafka 4.4's kafka-topics --describe uses DescribeTopicPartitions -------------------------
 @pytest.fixture(scope="module")
 def shell() -> Iterator[ToolShell]:
