@@ -561,6 +561,27 @@ class ReplicaManager:
         if log_dir is not None:
             manager.mark_dir_offline(log_dir, str(error))
 
+    def logs_to_create(self, updates: list[PartitionStateUpdate]) -> list[tuple[str, int]]:
+        """The partitions of a LeaderAndIsr that this node holds and has no log of yet:
+        the handler creates them with `create_logs` on a worker thread first, because
+        creating a log waits for the disk (directory and `partition.metadata` fsyncs)."""
+        return [
+            (update.topic, update.partition)
+            for update in updates
+            if self._node_id in update.replicas
+            and self._log_manager.get(update.topic, update.partition) is None
+        ]
+
+    def create_logs(self, partitions: list[tuple[str, int]]) -> None:
+        """Create the logs of `partitions`; safe on a worker thread (the log manager has its
+        lock). A failure is left to `apply_leader_and_isr`, which meets it again and answers
+        KAFKA_STORAGE_ERROR for that partition."""
+        for topic, partition in partitions:
+            try:
+                self.get_or_create_log(topic, partition)
+            except Exception as error:
+                log_.debug("creating the log of %s-%d failed: %r", topic, partition, error)
+
     def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
         if log is None:
