@@ -30,12 +30,14 @@ worker thread if it likes (every log has its own lock).
 Moving a partition to another dir of this node (AlterReplicaLogDirs, `move_to_dir`) is
 synchronous: the log is flushed and closed, copied into
 `<dest>/<topic>-<partition>.<uuid>-future` and synced, the future dir renamed to
-`<dest>/<topic>-<partition>`, the old dir renamed `-delete` and removed, and the log
-reopened in its new place with its offsets (log start, HW, recovery point) kept. A crash
-in between leaves either the old dir alone (a `-future` dir is removed at the next start)
-or two identical copies (the first dir in `log.dirs` order is kept, the other ignored with
-an error line). Kafka instead fills the future log with a ReplicaAlterLogDirsThread while
-the current one keeps serving; here the caller's event loop waits for the copy.
+`<dest>/<topic>-<partition>`, the old dir renamed `-delete` (removed by the background
+remover, as `delete` does), and the log reopened in its new place with its offsets (log
+start, HW, recovery point) kept. A crash in between leaves either the old dir alone (a
+`-future` dir is removed at the next start) or two identical copies (the first dir in
+`log.dirs` order is kept, the other ignored with an error line). Kafka instead fills the
+future log with a ReplicaAlterLogDirsThread while the current one keeps serving; here the
+caller's event loop waits for the copy (the knode loop watchdog logs it when it takes
+over a second).
 
 Not implemented: JBOD-style per-dir failure notification to the controller (the broker reads
 `offline_dirs`), `log.cleaner.threads` (the cleaner runs inside `maintenance`).
@@ -368,7 +370,7 @@ class LogManager:
                 doomed = log.directory.with_name(delete_dir_name(topic, partition))
                 try:
                     os.replace(log.directory, doomed)
-                    shutil.rmtree(doomed, ignore_errors=True)
+                    self._remover.remove(log, doomed)  # removed off the loop, as `delete`
                 except OSError as error:
                     self._take_offline(source, str(error))
             self._reopen(key, final, destination, log_start, high_watermark, now_ms)
