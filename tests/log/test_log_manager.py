@@ -322,3 +322,59 @@ def test_a_249_character_topic_is_deleted_without_taking_the_dir_offline(tmp_pat
     assert delete_dir_name(name, 12345, "f" * 32).endswith("-12345." + "f" * 32 + "-delete")
     assert len(delete_dir_name(name, 12345).encode()) == 255
     logs.close()
+
+
+# ---- moving a replica between dirs (AlterReplicaLogDirs) --------------------------------------
+def test_move_to_dir_keeps_the_records_and_offsets_and_survives_a_restart(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = manager(dirs)
+    append(logs, "moving", 0, count=5)
+    source = logs.dir_of("moving", 0)
+    assert source is not None
+    destination = dirs[1] if source == dirs[0] else dirs[0]
+    before = logs.get("moving", 0)
+    assert before is not None
+    before.update_high_watermark(4)
+    logs.move_to_dir("moving", 0, destination, now_ms=NOW)
+    after = logs.get("moving", 0)
+    assert after is not None and after is not before and before.closed
+    assert logs.dir_of("moving", 0) == destination
+    assert after.directory == destination / "moving-0"
+    assert (after.log_end_offset, after.high_watermark) == (5, 4)
+    assert not (source / "moving-0").exists()
+    assert [p.name for p in destination.iterdir() if p.name.startswith("moving")] == ["moving-0"]
+    after.append_as_leader(build_batch([NewRecord(b"w")]), leader_epoch=0, now_ms=NOW)
+    assert after.read(0, max_bytes=1 << 20).size > 0
+    logs.move_to_dir("moving", 0, destination, now_ms=NOW)  # already there: nothing
+    assert logs.get("moving", 0) is after
+    logs.close()
+    reopened = manager(dirs)
+    assert reopened.dir_of("moving", 0) == destination
+    moved = reopened.get("moving", 0)
+    assert moved is not None and moved.log_end_offset == 6
+    reopened.close()
+
+
+def test_move_to_dir_refuses_unknown_dirs_and_partitions(tmp_path: Path) -> None:
+    logs = manager([tmp_path / "a", tmp_path / "b"])
+    append(logs, "moving", 0)
+    with pytest.raises(ValueError, match="not a log dir"):
+        logs.move_to_dir("moving", 0, tmp_path / "elsewhere", now_ms=NOW)
+    with pytest.raises(ValueError, match="no log"):
+        logs.move_to_dir("absent", 0, tmp_path / "b", now_ms=NOW)
+    logs.close()
+
+
+def test_an_unfinished_future_dir_is_removed_at_start(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = manager(dirs)
+    append(logs, "moving", 0, count=2)
+    logs.close()
+    leftover = dirs[1] / "moving-0.0123456789abcdef0123456789abcdef-future"
+    leftover.mkdir(parents=True)
+    (leftover / "00000000000000000000.log").write_bytes(b"partial")
+    reopened = manager(dirs)
+    assert not leftover.exists()
+    moving = reopened.get("moving", 0)
+    assert moving is not None and moving.log_end_offset == 2
+    reopened.close()

@@ -25,7 +25,8 @@ def test_advertised_ranges_have_schemas_and_look_like_kafka_3() -> None:
     assert versions[3][1] >= 5
     assert versions[0] == (0, 9)
     assert versions[1][0] <= 4 <= versions[1][1]
-    assert 71 not in versions  # no telemetry advertised
+    # KIP-714 telemetry (an empty subscription) and KIP-966 DescribeTopicPartitions, v0 only
+    assert versions[71] == versions[72] == versions[75] == (0, 0)
     supported = protocol.SupportedApis(
         protocol.ApiVersionRange(h.api_key, h.min_version, h.max_version, h.advertised_min_version)
         for h in registry.handlers()
@@ -86,3 +87,24 @@ def test_build_fills_missing_fields_and_converts_wire_types() -> None:
     partition = decoded.responses[0].partition_responses[0]
     assert int(partition.base_offset) == 5
     assert partition.log_append_time is None
+
+
+def test_protocol_md_lists_every_advertised_range() -> None:
+    """docs/protocol.md's "Every Kafka 4 API" table says what ApiVersions advertises: a row
+    per API key, with our range or "not implemented" (keep it current with the handlers)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    table = doc.split("## Every Kafka 4 API", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        int(m.group(1)): m.group(2).strip()
+        for m in re.finditer(r"^\| \w+ \((\d+)\) \| ([^|]+) \|", table, re.M)
+    }
+    advertised = {key: (low, high) for key, low, high in load_all().supported_versions()}
+    for key, (low, high) in advertised.items():
+        expected = f"{low}–{high}" if low != high else str(low)
+        assert rows.get(key, "").startswith(expected), (key, rows.get(key), expected)
+    for key, shown in rows.items():
+        if key not in advertised and key not in (4, 5, 6, 7):  # controller channel: ours
+            assert shown == "not implemented", (key, shown)

@@ -27,8 +27,19 @@ body of Kafka's periodic tasks (retention check, flush.ms, producer-id expiry, c
 checkpoints): the broker calls it every `log.retention.check.interval.ms` or so, from a
 worker thread if it likes (every log has its own lock).
 
-Not implemented: moving partitions between dirs (`-future` dirs are left alone),
-JBOD-style per-dir failure notification to the controller (the broker reads
+Moving a partition to another dir of this node (AlterReplicaLogDirs, `move_to_dir`) is
+synchronous: the log is flushed and closed, copied into
+`<dest>/<topic>-<partition>.<uuid>-future` and synced, the future dir renamed to
+`<dest>/<topic>-<partition>`, the old dir renamed `-delete` (removed by the background
+remover, as `delete` does), and the log reopened in its new place with its offsets (log
+start, HW, recovery point) kept. A crash in between leaves either the old dir alone (a
+`-future` dir is removed at the next start) or two identical copies (the first dir in
+`log.dirs` order is kept, the other ignored with an error line). Kafka instead fills the
+future log with a ReplicaAlterLogDirsThread while the current one keeps serving; here the
+caller's event loop waits for the copy (the knode loop watchdog logs it when it takes
+over a second).
+
+Not implemented: JBOD-style per-dir failure notification to the controller (the broker reads
 `offline_dirs`), `log.cleaner.threads` (the cleaner runs inside `maintenance`).
 """
 
@@ -72,6 +83,7 @@ from trafka.log.storage_failure import all_log_dirs_failed
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 MAX_FILE_NAME_BYTES = 255
 
 
@@ -161,7 +173,8 @@ class LogManager:
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
+            if child.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                # -future: a move that did not finish; the source dir still has the log
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             if child.name in RESERVED_DIR_NAMES:
@@ -319,6 +332,69 @@ class LogManager:
             return True
         self._remover.remove(log, doomed)
         return True
+
+    def move_to_dir(self, topic: str, partition: int, destination: Path, *, now_ms: int) -> None:
+        """Move a partition's log to another online dir of this node (see the module doc).
+
+        `ValueError` when `destination` is not one of this manager's dirs or the partition
+        has no log here; `LogDirFailedError` when either dir is offline or fails meanwhile
+        (the failing dir is taken offline). Nothing happens when it is there already."""
+        destination = Path(destination)
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.get(key)
+            source = self._dir_of.get(key)
+            if destination not in self._log_dirs:
+                raise ValueError(f"{destination} is not a log dir of this node")
+            if log is None or source is None:
+                raise ValueError(f"no log of {topic}-{partition} here")
+            if destination in self._offline:
+                raise LogDirFailedError(f"{destination} is offline")
+            if destination == source:
+                return
+            with log.lock:
+                log_start, high_watermark = log.log_start_offset, log.high_watermark
+                log.close()
+                future = destination / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+                final = destination / f"{topic}-{partition}"
+                try:
+                    shutil.copytree(log.directory, future)
+                    _fsync_tree(future)
+                    os.replace(future, final)
+                    _fsync_path(destination)
+                except OSError as error:
+                    shutil.rmtree(future, ignore_errors=True)
+                    self._reopen(key, log.directory, source, log_start, high_watermark, now_ms)
+                    self._take_offline(destination, str(error))
+                    raise LogDirFailedError(f"{destination}: {error}") from error
+                doomed = log.directory.with_name(delete_dir_name(topic, partition))
+                try:
+                    os.replace(log.directory, doomed)
+                    self._remover.remove(log, doomed)  # removed off the loop, as `delete`
+                except OSError as error:
+                    self._take_offline(source, str(error))
+            self._reopen(key, final, destination, log_start, high_watermark, now_ms)
+
+    def _reopen(
+        self,
+        key: TopicPartition,
+        directory: Path,
+        log_dir: Path,
+        log_start_offset: int,
+        high_watermark: int,
+        now_ms: int,
+    ) -> None:
+        log = PartitionLog.open(
+            directory,
+            self.config_for(key[0]),
+            now_ms=now_ms,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=True,
+            producer_id_expiration_ms=self._producer_id_expiration_ms,
+        )
+        log.update_high_watermark(high_watermark)
+        self._logs[key] = log
+        self._dir_of[key] = log_dir
 
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
@@ -501,6 +577,22 @@ class LogManager:
                     os.close(fd)
             self._lock_fds.clear()
             self._closed = True
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(directory: Path) -> None:
+    """fsync every file of a copied partition dir, then the dir itself."""
+    for child in directory.iterdir():
+        if child.is_file():
+            _fsync_path(child)
+    _fsync_path(directory)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

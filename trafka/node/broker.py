@@ -73,6 +73,7 @@ from trafka.node.producer_ids import ProducerIdManager
 from trafka.node.registration import follow_quorum_events, load_cluster_id, register
 from trafka.node.replication.replica_fetcher import ReplicaFetchers
 from trafka.node.replication.replica_manager import ReplicaManager
+from trafka.node.replication.replica_selector import check_selector_class
 from trafka.node.security.inter_broker import InterBrokerClient, refuse_if_not_admitted
 from trafka.node.security.listeners import resolve_listeners
 from trafka.node.security.setup import (
@@ -250,6 +251,8 @@ class Broker:
             backoff_ms=config.get_int("replica.fetch.backoff.ms"),
         )
         replicas.fetchers = fetchers
+        replicas.replica_selector = check_selector_class(config.get("replica.selector.class"))
+        replicas.broker_racks = metadata.racks
         configs.on_throttles.append(replicas.refresh_throttles)
         topic_admin = TopicAdmin(
             store=store, topics=topics, metadata=metadata, config=lambda: configs.config

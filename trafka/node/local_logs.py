@@ -110,6 +110,18 @@ class LocalLogs:
         """The config the topic's logs use (the default when none was set)."""
         return self.manager.config_for(topic)
 
+    def log_dir_named(self, path: str) -> Path | None:
+        """The configured log dir `path` names (compared as absolute paths, as Kafka does)."""
+        wanted = Path(path).absolute()
+        return next((d for d in self.log_dirs if Path(d).absolute() == wanted), None)
+
+    def is_online(self, log_dir: Path) -> bool:
+        return log_dir in self.manager.online_dirs
+
+    def move_to_dir(self, topic: str, partition: int, log_dir: Path, *, now_ms: int) -> None:
+        """AlterReplicaLogDirs: `LogManager.move_to_dir`."""
+        self.manager.move_to_dir(topic, partition, log_dir, now_ms=now_ms)
+
     def partition_sizes(self) -> list[tuple[str, str, int, int]]:
         return [(str(d), t, p, size) for d, t, p, size in self.manager.partition_sizes()]
 

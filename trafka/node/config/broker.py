@@ -34,8 +34,10 @@ live broker has one (`trafka.node.replica_assignment`).
 
 Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
 resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
-Not implemented: client quotas, rack-aware follower fetching (KIP-392), KRaft
-`controller.listener.names` (the quorum port comes from `controller.quorum.voters`).
+`replica.selector.class` (KIP-392) lets consumers with `client.rack` read from a follower in
+their rack (`trafka.node.replication.replica_selector`; Kafka's RackAwareReplicaSelector is the
+only class accepted). Not implemented: client quotas, KRaft `controller.listener.names` (the
+quorum port comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
@@ -533,6 +535,21 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ),
     _d("replica.fetch.backoff.ms", _T.INT, 1000, "Follower back-off after a fetch error."),
     _d("num.replica.fetchers", _T.INT, 1, "Fetcher tasks per source broker.", minimum=1),
+    _d(
+        "max.request.partition.size.limit",
+        _T.INT,
+        2000,
+        "The most partitions one DescribeTopicPartitions answer carries (KIP-966).",
+        minimum=1,
+    ),
+    _d(
+        "replica.selector.class",
+        _T.STRING,
+        None,
+        "KIP-392: the selector naming a consumer's preferred read replica; unset: the "
+        "leader. Only Kafka's org.apache.kafka.common.replica.RackAwareReplicaSelector.",
+        choices=("", "org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+    ),
     _d(
         "replica.high.watermark.checkpoint.interval.ms",
         _T.LONG,

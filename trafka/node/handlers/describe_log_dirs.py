@@ -6,7 +6,7 @@
 A null topic list describes every partition. Sizes come from the logs' segment files;
 offset_lag is 0 (no future replicas). `is_future_key` is always false.
 
-Not implemented: intra-broker replica movement (AlterReplicaLogDirs), so no future logs.
+Replicas moved by AlterReplicaLogDirs move synchronously (no future logs exist).
 
 Authorization: DESCRIBE on the CLUSTER (else CLUSTER_AUTHORIZATION_FAILED and no results;
 before v3, which has no top-level error, just no results), as Kafka.

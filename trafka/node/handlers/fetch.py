@@ -3,7 +3,7 @@
 * v4: isolation_level, last_stable_offset, aborted_transactions (KIP-98). v5:
   log_start_offset (KIP-107). v6: no change. v7: incremental fetch sessions (KIP-227).
   v8: no change. v9: current_leader_epoch (KIP-320). v10: no change (ZStandard). v11:
-  rack_id, preferred_read_replica (KIP-392; we never redirect). v12: flexible (KIP-482),
+  rack_id, preferred_read_replica (KIP-392, below). v12: flexible (KIP-482),
   last_fetched_epoch, diverging_epoch.
 
 Long poll: if the first read finds fewer than `min_bytes`, the request parks until an append
@@ -38,8 +38,18 @@ Authorization (Kafka's table): a consumer needs READ on each topic (else
 TOPIC_AUTHORIZATION_FAILED for its partitions, no data); a follower was admitted with
 CLUSTER_ACTION by the node's dispatch (`trafka.node.security.inter_broker`).
 
+Fetch from follower (KIP-392): a consumer's Fetch v11+ carries client metadata (`rack_id`),
+so, as in Kafka, a follower serves it up to the follower's high watermark (the last stable
+offset for READ_COMMITTED) with the follower's leader epoch for the FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH checks, OFFSET_OUT_OF_RANGE outside [log start, log end] (the client
+then returns to the leader) and an empty answer between its HW and its log end; older
+versions get NOT_LEADER_OR_FOLLOWER from a follower. With `replica.selector.class` set, the
+leader answers such a fetch with `preferred_read_replica` and no records when the selector
+picks a follower (`_client_rack`; the choice itself is
+`trafka.node.replication.replica_selector`), and answers at once (no long poll).
+
 Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
-advertised), preferred read replicas.
+advertised).
 """
 
 from __future__ import annotations
@@ -100,6 +110,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     ]
+    client_rack = _client_rack(ctx, request, replica_id)
     readable = None
     if replica_id < 0:
         readable = ctx.authorized_names(
@@ -108,12 +119,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
         waiter = services.replicas.append_waiter()
-        reads = await _read_all(ctx, wanted, max_bytes, isolation_level, replica_id, readable)
+        reads = await _read_all(
+            ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
+        )
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
         ctx.turn.release()
         total = sum(_size(r) for r in reads)
-        has_error = any(r.error_code != 0 for r in reads)
+        has_error = any(r.error_code != 0 or r.preferred_read_replica >= 0 for r in reads)
         if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
@@ -145,6 +158,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         if isolation_level == 1
                         else None
                     ),
+                    preferred_read_replica=result.preferred_read_replica,
                     records=result.records,
                 )
             )
@@ -158,6 +172,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return fetch_encoding.encode_fetch_response(
         ctx.api_version, fetch_encoding.FetchResponseData(topics=tuple(topics))
     )
+
+
+def _client_rack(ctx: RequestContext, request: Any, replica_id: int) -> str | None:
+    """KIP-392: a consumer's Fetch v11+ has client metadata (its rack, maybe empty): it
+    may be served by a follower or redirected to one. None: leader only."""
+    if replica_id >= 0 or ctx.api_version < 11:
+        return None
+    return str(getattr(request, "rack_id", "") or "")
 
 
 def _topic_name(ctx: RequestContext, topic: Any) -> str:
@@ -176,6 +198,7 @@ async def _read_all(
     isolation_level: int,
     replica_id: int = -1,
     readable: set[str] | None = None,
+    client_rack: str | None = None,
 ) -> list[ReadResult]:
     replica_manager = ctx.services.replicas
     remaining = max_bytes
@@ -197,6 +220,7 @@ async def _read_all(
             current_leader_epoch=leader_epoch,
             min_one_batch=first_data,
             replica_id=replica_id,
+            client_rack=client_rack,
         )
         if result.size > 0:
             first_data = False

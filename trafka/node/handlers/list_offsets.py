@@ -12,6 +12,11 @@ otherwise the first offset whose timestamp is >= the asked one, or offset -1 whe
 (Kafka's answer). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH.
 
+Replicas (KIP-392 and Kafka's ReplicaManager.fetchOffset): only the leader answers a
+consumer (replica_id -1), also when consumers fetch from a follower; a request with Kafka's
+debugging replica id -2 is answered by a follower too, and, being no client request, with
+the log end offset for "latest" (no isolation level), as Kafka does.
+
 Not implemented: -4 earliest-local and -5 latest-tiered (v8+, tiered storage).
 
 Authorization: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
@@ -29,11 +34,14 @@ from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
+DEBUGGING_REPLICA_ID = -2
+
 
 @register(api_key=ApiKey.LIST_OFFSETS, name="ListOffsets", min_version=0, max_version=7)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_manager = ctx.services.replicas
     isolation_level = int(getattr(request, "isolation_level", 0))
+    debugging = int(getattr(request, "replica_id", -1)) == DEBUGGING_REPLICA_ID
     topics: list[dict[str, Any]] = []
     described = ctx.authorized_names(
         AclOperation.DESCRIBE, ResourceType.TOPIC, (str(t.name) for t in request.topics)
@@ -61,6 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 int(p.timestamp),
                 isolation_level=isolation_level,
                 current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                debugging=debugging,
             )
             partitions.append(
                 {

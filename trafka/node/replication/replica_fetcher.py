@@ -329,7 +329,10 @@ class ReplicaFetchers:
                         )
                 log_end_offset = int(log_.log_end_offset)
                 self.lag[tp] = max(0, int(p.high_watermark) - log_end_offset)
+                high_watermark_before = int(log_.high_watermark)
                 log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
+                if int(log_.high_watermark) > high_watermark_before:
+                    self.replica_manager.follower_high_watermark_advanced()  # KIP-392
                 new_start = follower_log_start_offset(
                     int(p.log_start_offset), int(log_.log_start_offset), int(log_.high_watermark)
                 )

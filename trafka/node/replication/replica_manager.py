@@ -50,7 +50,7 @@ parked fetches), fetch sessions between brokers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -83,6 +83,7 @@ from trafka.node.replication.leader import (
     PartitionLeaderState,
     acks_all_outcome,
 )
+from trafka.node.replication.replica_selector import preferred_read_replica
 from trafka.node.replication.throttle import (
     ReplicationQuota,
     ThrottleSettings,
@@ -137,6 +138,9 @@ class FollowerFetchers(Protocol):
     def remove(self, tp: TopicPartition) -> None: ...
 
 
+RACKS_REFRESH_MS = 1000
+"""KIP-392: how stale the brokers' racks may be when choosing a preferred read replica (a
+broker that died meanwhile stays eligible while it is in the ISR anyway)."""
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -177,6 +181,8 @@ class ReadResult:
     aborted_transactions: tuple[tuple[int, int], ...] = ()
     """READ_COMMITTED: (producer id, first offset) of the aborted transactions overlapping
     the records (from the segments' `.txnindex`, KIP-98)."""
+    preferred_read_replica: int = -1
+    """KIP-392: the follower the consumer should read from instead (no records then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +260,12 @@ class ReplicaManager:
         self.follower_quota = ReplicationQuota()
         """KIP-73: the follower side (`follower.replication.throttled.*`), used by the
         replica fetchers."""
+        self.replica_selector: str | None = None
+        """KIP-392: `replica.selector.class` (`replication.replica_selector`); None: every
+        consumer reads from the leader."""
+        self.broker_racks: Callable[[], Mapping[int, str | None]] = dict
+        """Every live broker's `broker.rack` (the broker hands over its metadata cache's)."""
+        self._racks: tuple[int, Mapping[int, str | None]] = (-RACKS_REFRESH_MS, {})
 
     # ---- roles (LeaderAndIsr / StopReplica) -----------------------------------------------------
     def apply_leader_and_isr(
@@ -511,9 +523,19 @@ class ReplicaManager:
         self._append_event.set()
         self._append_event = trio.Event()
 
-    def _leader_log(self, topic: str, partition: int) -> tuple[int, PartitionLog | None, int]:
-        """(error_code, log or None, leader_epoch)."""
-        leader = self.leaders.get(TopicPartition(topic, partition))
+    def _leader_log(
+        self, topic: str, partition: int, *, allow_follower: bool = False
+    ) -> tuple[int, PartitionLog | None, int]:
+        """(error_code, log or None, leader_epoch). `allow_follower`: a follower's log
+        too, with the leader epoch this follower knows (consumer fetches, KIP-392)."""
+        tp = TopicPartition(topic, partition)
+        if allow_follower and tp in self.followers:
+            try:
+                log = self.get_or_create_log(topic, partition)
+            except log_errors.LogDirFailedError:
+                return int(ErrorCode.kafka_storage_error), None, self.leader_epochs.get(tp, -1)
+            return 0, log, int(self.followers[tp].leader_epoch)
+        leader = self.leaders.get(tp)
         if leader is not None:
             try:
                 log = self.get_or_create_log(topic, partition)
@@ -737,8 +759,16 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         min_one_batch: bool = True,
         replica_id: int = -1,
+        client_rack: str | None = None,
     ) -> ReadResult:
-        error_code, log, leader_epoch = self._leader_log(topic, partition)
+        """One partition's part of a Fetch. `client_rack`: a consumer's Fetch v11+ carries
+        client metadata (its `rack_id`, maybe empty); then a follower serves it up to its
+        high watermark and a leader may name a preferred read replica (KIP-392). Without
+        it (older versions, followers) only the leader answers, as in Kafka."""
+        from_consumer_v11 = replica_id < 0 and client_rack is not None
+        error_code, log, leader_epoch = self._leader_log(
+            topic, partition, allow_follower=from_consumer_v11
+        )
         if log is None:
             self.metrics.fetch_failed(topic)
             return ReadResult(error_code)
@@ -749,6 +779,19 @@ class ReplicaManager:
                 else ErrorCode.unknown_leader_epoch
             )
             return ReadResult(int(code))
+        if from_consumer_v11 and self.replica_selector is not None:
+            preferred = self._preferred_read_replica(
+                topic, partition, str(client_rack), fetch_offset, int(log.log_end_offset)
+            )
+            if preferred is not None:
+                # Kafka skips the read and answers the offsets with the replica to use.
+                return ReadResult(
+                    0,
+                    int(log.high_watermark),
+                    int(getattr(log, "last_stable_offset", log.high_watermark)),
+                    int(log.log_start_offset),
+                    preferred_read_replica=preferred,
+                )
         if replica_id >= 0 and int(log.log_start_offset) <= fetch_offset <= int(log.log_end_offset):
             # Only an offset inside the leader's log says how far the follower matches it.
             self.follower_fetched(topic, partition, replica_id, fetch_offset)
@@ -792,6 +835,37 @@ class ReplicaManager:
             0, high_watermark, last_stable_offset, log_start_offset, records, size, aborted
         )
 
+    def _preferred_read_replica(
+        self, topic: str, partition: int, client_rack: str, fetch_offset: int, log_end: int
+    ) -> int | None:
+        state = self.leaders.get(TopicPartition(topic, partition))
+        if state is None:  # a follower serving the consumer: never redirects
+            return None
+        now_ms = self._now_ms()
+        return preferred_read_replica(
+            state,
+            selector=self.replica_selector,
+            client_rack=client_rack,
+            fetch_offset=fetch_offset,
+            leader_log_end_offset=log_end,
+            racks=self._live_racks(now_ms),
+            now_ms=now_ms,
+        )
+
+    def _live_racks(self, now_ms: int) -> Mapping[int, str | None]:
+        """`broker_racks()`, re-read at most every RACKS_REFRESH_MS: it parses every
+        registration, and a consumer's fetch asks for each of its partitions."""
+        read_at_ms, racks = self._racks
+        if not 0 <= now_ms - read_at_ms < RACKS_REFRESH_MS:
+            racks = self.broker_racks()
+            self._racks = (now_ms, racks)
+        return racks
+
+    def follower_high_watermark_advanced(self) -> None:
+        """A follower's HW moved (the replica fetcher): wake the consumers long-polling this
+        follower (KIP-392; Kafka's fetcher completes their delayed fetches likewise)."""
+        self._wake_fetches()
+
     def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
         leader = self.leaders.get(TopicPartition(topic, partition))
         in_sync = leader is not None and BrokerId(replica_id) in leader.isr
@@ -808,13 +882,18 @@ class ReplicaManager:
         *,
         isolation_level: int,
         current_leader_epoch: int = -1,
+        debugging: bool = False,
     ) -> OffsetResult:
-        error_code, log, leader_epoch = self._leader_log(topic, partition)
+        """ListOffsets for one partition. `debugging` (replica id -2): a follower answers
+        too, and "latest" is the log end offset (Kafka: no isolation for non-clients)."""
+        error_code, log, leader_epoch = self._leader_log(topic, partition, allow_follower=debugging)
         if log is None:
             return OffsetResult(error_code)
         if current_leader_epoch >= 0 and current_leader_epoch < leader_epoch:
             return OffsetResult(int(ErrorCode.fenced_leader_epoch))
-        high_watermark = int(log.high_watermark)
+        high_watermark = int(log.log_end_offset if debugging else log.high_watermark)
+        if debugging and timestamp == LATEST_TIMESTAMP:
+            return OffsetResult(0, high_watermark, -1, leader_epoch)
         if timestamp == LATEST_TIMESTAMP:
             offset = (
                 int(getattr(log, "last_stable_offset", high_watermark))
