@@ -138,7 +138,7 @@ def test_kip848_timeouts_within_their_bounds() -> None:
         BrokerConfig.build(1, {}, ["group.consumer.heartbeat.interval.ms=1000"])
     with pytest.raises(ConfigError, match=r"group\.consumer\.session\.timeout\.ms=70000"):
         BrokerConfig.build(1, {}, ["group.consumer.session.timeout.ms=70000"])
-    with pytest.raises(ConfigError, match="less than group.consumer.session.timeout.ms"):
+    with pytest.raises(ConfigError, match=r"less than group\.consumer\.session\.timeout\.ms"):
         BrokerConfig.build(
             1,
             {},
