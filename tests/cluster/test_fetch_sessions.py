@@ -28,6 +28,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.cluster.java_support import run_tool_process
 from tests.support.cluster import KnodeCluster
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
@@ -169,6 +170,32 @@ def test_thousand_partition_consumer_uses_incremental_sessions(node: Node) -> No
     after = _scrape(metrics_port)
     assert _delta(after, before, "trafka_fetch_requests", "consumer", "sessionless") >= 1
     assert _delta(after, before, "trafka_fetch_requests", "consumer", "incremental") == 0
+    # Kafka 4.4's Java consumer (no group: one partition, assigned): Fetch v13 (topic ids)
+    # in an incremental session
+    before = _scrape(metrics_port)
+    java = run_tool_process(
+        "kafka-console-consumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--offset",
+        "earliest",
+        "--max-messages",
+        str(messages // 100 + 1),  # never reached: reads all, then idles until the timeout
+        "--timeout-ms",
+        "4000",
+        timeout_s=180,
+    )
+    assert len(java.lines) == messages // 100, java.err[-3000:]
+    after = _scrape(metrics_port)
+    java_requests = _delta(after, before, "trafka_fetch_requests", "consumer", "incremental")
+    java_named = _delta(after, before, "trafka_fetch_request_partitions", "consumer", "incremental")
+    assert java_requests >= 3, (before, after)
+    assert java_named / java_requests < 1, (java_named, java_requests)
+    assert _delta(after, before, "trafka_fetch_requests", "consumer", "error") == 0
 
 
 def test_followers_use_incremental_sessions(tmp_path: Path) -> None:
