@@ -2,7 +2,7 @@
 fetch sessions (KIP-227, issue 18 item 2).
 
     .venv/bin/python bench/fetch_sessions.py [--partitions 1000] [--backlog-mb 20]
-        [--tail-seconds 20] [--tail-rate 2000] [--repeat 1]
+        [--tail-seconds 20] [--tail-rate 500] [--repeat 1]
 
 For each mode, a fresh `knode start --id 1` (temporary data dir) with
 `max.incremental.fetch.session.cache.slots` = 1000 (sessions, Kafka's default) or 0 (no
@@ -13,12 +13,14 @@ so every Fetch names every partition), one topic of `--partitions` partitions, t
   (produced before the consumer starts), read from the log start by one kafka-python
   consumer (assign, no group; kafka-python opens fetch sessions when the broker allows);
 * tail: the consumer at the log end while a producer sends `--tail-rate` messages/s of 500
-  bytes round-robin over the partitions for `--tail-seconds`: each Fetch finds news in a
-  few partitions only, the case sessions are made for.
+  bytes round-robin over the partitions for `--tail-seconds`, until the consumer has read
+  them all: each Fetch finds news in a few partitions only, the case sessions are made for.
 
 Reported per phase: the node's CPU seconds (from /proc) per fetched MB, MB fetched, and from
 the node's metrics endpoint the Fetch requests and partitions named per request. The tail
-phase includes the producer's appends in the node's CPU (the same load in both modes).
+phase includes the producer's appends in the node's CPU (the same load in both modes). Then
+* idle: the consumer caught up for `--idle-seconds`, nothing produced: the node's CPU per
+  Fetch request (each long-polls the consumer's `fetch_max_wait_ms`, 100 ms here).
 """
 
 from __future__ import annotations
@@ -113,7 +115,10 @@ def consume(
         from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10_000
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        max_poll_records=10_000,
+        fetch_max_wait_ms=100,
     )
     consumer.assign([TopicPartition(TOPIC, p) for p in range(partitions)])
     if from_start:
@@ -172,31 +177,46 @@ def run_mode(slots: int, args: argparse.Namespace) -> dict[str, float]:
             "backlog_requests": requests,
             "backlog_partitions_per_request": per_request,
         }
-        # tail
-        consumer = _child([bootstrap, str(args.partitions), "0", str(args.tail_seconds + 3), "0"])
+        # tail: the consumer waits at the log end; the producer trickles; both modes fetch
+        # the same bytes, and the node's CPU includes the same appends
+        tail_messages = int(args.tail_rate * args.tail_seconds)
+        consumer = _child(
+            [bootstrap, str(args.partitions), "0", "300", str(tail_messages * len(VALUE))]
+        )
         assert consumer.stdout is not None
         assert consumer.stdout.readline().strip() == "ready"
-        before, cpu_before = scrape(metrics_port), cpu()
         producer = mp.get_context("spawn").Process(
             target=produce,
-            args=(
-                bootstrap,
-                args.partitions,
-                int(args.tail_rate * args.tail_seconds),
-                float(args.tail_rate),
-            ),
+            args=(bootstrap, args.partitions, tail_messages, float(args.tail_rate)),
         )
+        before, cpu_before, started = scrape(metrics_port), cpu(), time.monotonic()
         producer.start()
         fetched = int(consumer.stdout.read().split()[-1])
         consumer.wait()
+        elapsed, cpu_used = time.monotonic() - started, cpu() - cpu_before
         producer.join()
-        cpu_used = cpu() - cpu_before
         requests, per_request = fetch_figures(before, scrape(metrics_port))
         out |= {
             "tail_mb": fetched / 1e6,
+            "tail_s": elapsed,
             "tail_cpu_s_per_mb": cpu_used / max(fetched / 1e6, 1e-9),
             "tail_requests": requests,
             "tail_partitions_per_request": per_request,
+            "tail_cpu_ms_per_request": 1000 * cpu_used / max(requests, 1),
+        }
+        # idle: caught up, nothing produced; each Fetch long-polls `fetch_max_wait_ms`
+        consumer = _child([bootstrap, str(args.partitions), "0", str(args.idle_seconds), "0"])
+        assert consumer.stdout is not None
+        assert consumer.stdout.readline().strip() == "ready"
+        before, cpu_before = scrape(metrics_port), cpu()
+        consumer.stdout.read()
+        consumer.wait()
+        cpu_used = cpu() - cpu_before
+        requests, per_request = fetch_figures(before, scrape(metrics_port))
+        out |= {
+            "idle_requests": requests,
+            "idle_partitions_per_request": per_request,
+            "idle_cpu_ms_per_request": 1000 * cpu_used / max(requests, 1),
         }
         return out
 
@@ -217,7 +237,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--backlog-mb", type=float, default=20.0)
     parser.add_argument("--tail-seconds", type=float, default=20.0)
-    parser.add_argument("--tail-rate", type=float, default=2000.0)
+    parser.add_argument("--tail-rate", type=float, default=500.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--consume", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -234,13 +255,10 @@ def main() -> None:
             shown = ", ".join(f"{k}={v:.3f}" for k, v in figures.items())
             print(f"run {run + 1} {mode}: {shown}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
-    for phase in ("backlog", "tail"):
-        on = statistics.median(r[f"{phase}_cpu_s_per_mb"] for r in results["sessions"])
-        off = statistics.median(r[f"{phase}_cpu_s_per_mb"] for r in results["no-sessions"])
-        print(
-            f"{phase}: node CPU s per fetched MB: sessions {on:.3f}, no sessions {off:.3f}, "
-            f"ratio {on / off:.2f}"
-        )
+    for figure in ("backlog_cpu_s_per_mb", "tail_cpu_s_per_mb", "idle_cpu_ms_per_request"):
+        on = statistics.median(r[figure] for r in results["sessions"])
+        off = statistics.median(r[figure] for r in results["no-sessions"])
+        print(f"{figure}: sessions {on:.3f}, no sessions {off:.3f}, ratio {on / off:.2f}")
 
 
 if __name__ == "__main__":
