@@ -297,3 +297,42 @@ def test_many_sessions_keep_the_heaps_bounded() -> None:
     assert cache.total_partitions == sum(
         len(s.partitions) for s in (cache.get(i) for i in ids) if s is not None
     )
+
+
+def test_random_hostile_requests_keep_the_invariants() -> None:
+    """Random full, incremental, forgetting and bogus requests from consumers and followers:
+    never more sessions than slots, the partition count always right, never an exception."""
+    rng = random.Random(11)
+    cache = _cache(slots=8, max_cached_partitions=60)
+    known: list[int] = []
+    now = NOW
+    for _ in range(3000):
+        now += rng.choice((0, 1, 1000, EVICTION_MS // 3))
+        keys: list[PartitionKey] = [
+            (rng.choice(("a", "b", "c")), rng.randrange(8)) for _ in range(rng.randrange(12))
+        ]
+        session_id = rng.choice([0, rng.randrange(-5, 2**31), *known])
+        epoch = rng.choice((-1, 0, 1, 2, rng.randrange(-3, 50)))
+        existing = cache.get(session_id)
+        if existing is not None and rng.random() < 0.7:
+            epoch = existing.epoch  # mostly well-behaved
+        context = cache.new_context(
+            session_id,
+            epoch,
+            privileged=rng.random() < 0.2,
+            uses_topic_ids=rng.random() < 0.05,
+            fetch_data=_data(*keys),
+            forgotten=[(rng.choice(("a", "b")), rng.randrange(8)) for _ in range(2)],
+            now_ms=now,
+        )
+        answers = [
+            _answer(rng.randrange(3), records=rng.random() < 0.3) for _ in context.partitions
+        ]
+        completion = cache.complete(context, answers, now)
+        assert all(0 <= i < len(context.partitions) for i in completion.selected)
+        if completion.session_id:
+            known.append(completion.session_id)
+        assert len(cache) <= 8
+        live = [cache.get(i) for i in set(known)]
+        assert cache.total_partitions == sum(len(s.partitions) for s in live if s is not None)
+        assert cache.total_partitions <= 60
