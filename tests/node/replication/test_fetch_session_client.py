@@ -45,11 +45,6 @@ def test_no_session_from_the_leader_keeps_full_fetches() -> None:
     client: FetchSessionClient[TopicPartition, int] = FetchSessionClient()
     assert client.on_response(client.build({A: 0}), 0, 0, [A])
     assert client.build({A: 1}).epoch == 0
-    disabled: FetchSessionClient[TopicPartition, int] = FetchSessionClient(enabled=False)
-    request = disabled.build({A: 0})
-    assert request.epoch == -1
-    assert disabled.on_response(request, 0, 0, [A])
-    assert disabled.build({A: 0}).epoch == -1
 
 
 def test_fetcher_id_is_kafkas() -> None:

@@ -46,10 +46,9 @@ class SessionRequest(Generic[K, D]):
 class FetchSessionClient(Generic[K, D]):
     """Session state of one fetcher towards one leader. `D` compares equal when unchanged."""
 
-    def __init__(self, *, enabled: bool = True) -> None:
-        self.enabled = enabled
+    def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
-        self.epoch = INITIAL_EPOCH if enabled else FINAL_EPOCH
+        self.epoch = INITIAL_EPOCH
         self.partitions: dict[K, D] = {}
         """What the leader's session holds, as this side last sent it."""
 
@@ -81,7 +80,7 @@ class FetchSessionClient(Generic[K, D]):
                 self._start_over()
                 return False
             self.session_id = session_id
-            self.epoch = next_epoch(INITIAL_EPOCH) if session_id else self._full_epoch()
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
             return True
         if not named_set <= set(self.partitions):
             self._start_over()
@@ -97,8 +96,5 @@ class FetchSessionClient(Generic[K, D]):
         """The request failed (connection lost, timeout): start over with a full fetch."""
         self._start_over()
 
-    def _full_epoch(self) -> int:
-        return INITIAL_EPOCH if self.enabled else FINAL_EPOCH
-
     def _start_over(self) -> None:
-        self.epoch = self._full_epoch()
+        self.epoch = INITIAL_EPOCH

@@ -101,11 +101,9 @@ class ReplicaFetchers:
         fetch_max_bytes: int = 1_048_576,
         backoff_ms: int = 1000,
         num_fetchers: int = 1,
-        fetch_sessions: bool = True,
     ) -> None:
         self.node_id = node_id
         self.num_fetchers = max(1, num_fetchers)
-        self.fetch_sessions = fetch_sessions
         self.replica_manager = replica_manager
         self._clock = clock
         self.endpoint_for = endpoint_for
@@ -161,9 +159,7 @@ class ReplicaFetchers:
     async def _fetch_loop(self, key: FetcherKey) -> None:
         leader = key[0]
         connection: KafkaConnection | None = None
-        session: FetchSessionClient[TopicPartition, FetchData] = FetchSessionClient(
-            enabled=self.fetch_sessions
-        )
+        session: FetchSessionClient[TopicPartition, FetchData] = FetchSessionClient()
         try:
             while True:
                 states = self._states(key)
