@@ -39,6 +39,7 @@ GCM = "kafka_server_group_coordinator_metrics_"
 LOG = "kafka_log_log_"
 SOCK = "kafka_server_socket_server_metrics_"
 RAFT = "kafka_server_raft_metrics_"
+FSC = "kafka_server_fetchsessioncache_"
 
 GROUP_STATES: tuple[tuple[str, str], ...] = (
     ("PreparingRebalance", "numgroupspreparingrebalance"),
@@ -80,6 +81,13 @@ class NodeState:
     quorum_high_watermark: int = -1
     quorum_uncommitted: int = 0
     quorum_commit_latency_ms: Histogram = field(default_factory=Histogram)
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
+    fetch_requests: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """Fetch requests by (fetcher, kind): consumer|follower, sessionless|full|incremental|error."""
+    fetch_request_partitions: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    fetch_response_partitions: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _histogram(
@@ -242,7 +250,43 @@ def families(counters: NodeMetrics, state: NodeState) -> list[Metric]:
             state.quorum_uncommitted,
         ),
     ]
+    out += list(_fetch_session_families(state))
     return out
+
+
+def _fetch_session_families(state: NodeState) -> Iterator[Metric]:
+    """Kafka's FetchSessionCache metrics, and how many partitions Fetch requests name
+    (trafka's own: what incremental sessions save, KIP-227)."""
+    yield _gauge(
+        FSC + "numincrementalfetchsessions", "Incremental fetch sessions", state.fetch_sessions
+    )
+    yield _gauge(
+        FSC + "numincrementalfetchpartitionscached",
+        "Partitions cached by the fetch sessions",
+        state.fetch_session_partitions,
+    )
+    evictions = CounterMetricFamily(
+        FSC + "incrementalfetchsessionevictions", "Fetch sessions evicted"
+    )
+    evictions.add_metric([], state.fetch_session_evictions)
+    yield evictions
+    for name, doc, counter in (
+        ("trafka_fetch_requests", "Fetch requests by fetcher and kind", state.fetch_requests),
+        (
+            "trafka_fetch_request_partitions",
+            "Partitions named in Fetch requests",
+            state.fetch_request_partitions,
+        ),
+        (
+            "trafka_fetch_response_partitions",
+            "Partitions named in Fetch responses",
+            state.fetch_response_partitions,
+        ),
+    ):
+        family = CounterMetricFamily(name, doc, labels=["fetcher", "kind"])
+        for (fetcher, kind), value in sorted(counter.items()):
+            family.add_metric([fetcher, kind], value)
+        yield family
 
 
 _LOG_GAUGES: tuple[tuple[str, str, Callable[[PartitionState], int]], ...] = (

@@ -61,6 +61,7 @@ from trafka.node.config.service import ConfigService, read_dynamic_config
 from trafka.node.controlled_shutdown import ControlledShutdownClient
 from trafka.node.controller.isr_writes import TreeIsrWrites
 from trafka.node.controller.setup import controller_for
+from trafka.node.fetch_sessions import FetchSessionCache
 from trafka.node.group_service import GroupService
 from trafka.node.handlers.context import NodeServices, RequestContext
 from trafka.node.handlers.registry import HandlerRegistry, load_all
@@ -249,6 +250,7 @@ class Broker:
             fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms"),
             fetch_max_bytes=config.get_int("replica.fetch.max.bytes"),
             backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+            num_fetchers=config.get_int("num.replica.fetchers"),
         )
         replicas.fetchers = fetchers
         replicas.replica_selector = check_selector_class(config.get("replica.selector.class"))
@@ -309,6 +311,9 @@ class Broker:
             controller=controller,
             authorizer=self.authorizer,
             acls=acls,
+            fetch_sessions=FetchSessionCache(
+                config.get_int("max.incremental.fetch.session.cache.slots"), rng=random.Random()
+            ),
         )
         self.services = services
         self._shutdown = ControlledShutdownClient(

@@ -73,7 +73,15 @@ def read_node_state(services: NodeServices) -> NodeState:
     uncommitted = (
         max(0, quorum.leader_log_end_offset - quorum.high_watermark) if quorum.is_leader else 0
     )
+    sessions = services.fetch_sessions
+    stats = sessions.stats
     return NodeState(
+        fetch_sessions=len(sessions),
+        fetch_session_partitions=sessions.total_partitions,
+        fetch_session_evictions=stats.evictions,
+        fetch_requests=dict(stats.requests),
+        fetch_request_partitions=dict(stats.request_partitions),
+        fetch_response_partitions=dict(stats.response_partitions),
         partitions=tuple(partitions),
         active_controller=controller is not None and controller.is_active,
         offline_partitions=sum(1 for p in all_parts if p.leader not in live),

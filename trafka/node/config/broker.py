@@ -534,7 +534,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "Follower fetch bytes per response.",
     ),
     _d("replica.fetch.backoff.ms", _T.INT, 1000, "Follower back-off after a fetch error."),
-    _d("num.replica.fetchers", _T.INT, 1, "Fetcher tasks per source broker.", minimum=1),
+    _d(
+        "num.replica.fetchers",
+        _T.INT,
+        1,
+        "Fetcher tasks (each with its connection and fetch session) per source broker; a "
+        "partition goes to abs(31 * hash(topic) + partition) % num.replica.fetchers.",
+        minimum=1,
+    ),
     _d(
         "max.request.partition.size.limit",
         _T.INT,
@@ -858,7 +865,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "max.incremental.fetch.session.cache.slots",
         _T.INT,
         1000,
-        "Incremental fetch sessions kept (KIP-227).",
+        "Incremental fetch sessions (KIP-227) the node keeps for consumers and followers; "
+        "0 turns sessions off (every fetch is answered sessionless).",
         minimum=0,
     ),
     _d(

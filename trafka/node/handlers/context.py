@@ -8,6 +8,7 @@ connection's order, the principal, the listener and its security protocol).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from trafka.net.security import ConnectionSession
 from trafka.net.server import RequestTurn
 from trafka.node.config.service import ConfigService
 from trafka.node.controller.service import ControllerService
+from trafka.node.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from trafka.node.group_service import GroupService
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_cache import MetadataCache
@@ -64,6 +66,10 @@ class NodeServices:
     acls: AclService | None = None
     """The ACL store and change listener when `authorizer` is an ACL authorizer
     (`trafka.node.security.acls`); None: the ACL APIs answer SECURITY_DISABLED."""
+    fetch_sessions: FetchSessionCache = field(
+        default_factory=lambda: FetchSessionCache(DEFAULT_SLOTS, rng=random.Random())
+    )
+    """Incremental fetch sessions (KIP-227, `max.incremental.fetch.session.cache.slots`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
-"""Fetch v4-12: read record batches, long-polling until `min_bytes` or `max_wait_ms`.
+"""Fetch v4-13: read record batches, long-polling until `min_bytes` or `max_wait_ms`.
 
 * v4: isolation_level, last_stable_offset, aborted_transactions (KIP-98). v5:
   log_start_offset (KIP-107). v6: no change. v7: incremental fetch sessions (KIP-227).
   v8: no change. v9: current_leader_epoch (KIP-320). v10: no change (ZStandard). v11:
   rack_id, preferred_read_replica (KIP-392, below). v12: flexible (KIP-482),
-  last_fetched_epoch, diverging_epoch.
+  last_fetched_epoch, diverging_epoch. v13: topic ids instead of names (KIP-516).
 
 Long poll: if the first read finds fewer than `min_bytes`, the request parks until an append
 wakes it (the replica manager's append event) or `max_wait_ms` expires, then reads again.
@@ -17,10 +17,16 @@ UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the log end),
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (KIP-320).
 
-Fetch sessions (KIP-227): we keep none. A full fetch (session_id 0) is answered as a full
-sessionless response (session_id 0), which every client accepts and keeps sending full
-requests; a request naming a session (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND, the
-error Kafka gives for an evicted session, after which clients start over with a full fetch.
+Fetch sessions (KIP-227): `trafka.node.fetch_sessions` decides, from `session_id` and
+`session_epoch`, whether the request is sessionless, full (a session is created when the
+cache has room: `max.incremental.fetch.session.cache.slots`) or incremental (the session's
+partitions are read, the answer names only those with news), or a session error
+(FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR: a
+top-level error and no partitions). Followers' sessions are privileged. Every partition read
+is authorized again on every request, those the session remembers included.
+
+Topic ids (v13+, KIP-516): topics are named by id in requests, responses, forgotten topics
+and sessions; an id the node does not know gets UNKNOWN_TOPIC_ID for its partitions.
 
 The response is encoded by `trafka.net.fetch_encoding` with the records as segment file
 regions, which the server sends with `os.sendfile` (no copy through Python).
@@ -48,8 +54,8 @@ leader answers such a fetch with `preferred_read_replica` and no records when th
 picks a follower (`_client_rack`; the choice itself is
 `trafka.node.replication.replica_selector`), and answers at once (no long poll).
 
-Not implemented: incremental fetch sessions themselves, topic ids in requests (v13+ is not
-advertised).
+Not implemented: v14+ (v15 moves the replica id into `replica_state`, KIP-903; v16 adds
+node endpoints, KIP-951).
 """
 
 from __future__ import annotations
@@ -62,14 +68,23 @@ from kio.schema.errors import ErrorCode
 
 from trafka.net import fetch_encoding
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, ms, response_class
+from trafka.net.kio_shape import ms
+from trafka.node.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    FetchContext,
+    PartitionKey,
+    PartitionRequest,
+    TopicKey,
+)
 from trafka.node.handlers.context import RequestContext
 from trafka.node.handlers.large_answers import LoopSlice
 from trafka.node.handlers.registry import register
 from trafka.node.replication.replica_manager import ReadResult
 from trafka.security.authorizer import AclOperation, ResourceType
 
-FINAL_EPOCH = -1
+_ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_CAP_MS = 60_000
 """Bound on how long a fetch may park (clients ask for 500 ms .. a few seconds)."""
 
@@ -78,20 +93,9 @@ def _size(result: ReadResult) -> int:
     return result.size
 
 
-@register(api_key=ApiKey.FETCH, name="Fetch", min_version=4, max_version=12)
+@register(api_key=ApiKey.FETCH, name="Fetch", min_version=4, max_version=13)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
-    session_id = int(getattr(request, "session_id", 0))
-    if session_id != 0:
-        return build(
-            response_class(request),
-            {
-                "throttle_time": 0,
-                "error_code": int(ErrorCode.fetch_session_id_not_found),
-                "session_id": 0,
-                "responses": [],
-            },
-        )
     max_wait_ms = min(max(0, ms(request.max_wait)), MAX_WAIT_CAP_MS)
     min_bytes = int(request.min_bytes)
     max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
@@ -99,22 +103,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         max_bytes = 0x7FFFFFFF
     isolation_level = int(getattr(request, "isolation_level", 0))
     replica_id = int(getattr(request, "replica_id", -1))
+    context = _session_context(ctx, request, replica_id)
+    if context.kind is ContextKind.SESSION_ERROR:
+        completion = services.fetch_sessions.complete(context, (), _now_ms())
+        return fetch_encoding.encode_fetch_response(
+            ctx.api_version,
+            fetch_encoding.FetchResponseData(topics=(), error_code=completion.error_code),
+        )
+    names = _topic_names(ctx, context)
     wanted = [
         (
-            _topic_name(ctx, topic),
-            int(p.partition),
-            int(p.fetch_offset),
-            int(p.partition_max_bytes),
-            int(getattr(p, "current_leader_epoch", -1)),
+            names[topic],
+            partition,
+            request_data.fetch_offset,
+            request_data.partition_max_bytes,
+            request_data.current_leader_epoch,
         )
-        for topic in request.topics
-        for p in topic.partitions
+        for (topic, partition), request_data in context.partitions
     ]
     client_rack = _client_rack(ctx, request, replica_id)
     readable = None
     if replica_id < 0:
         readable = ctx.authorized_names(
-            AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted)
+            AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted if w[0] is not None)
         )
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
@@ -135,42 +146,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
             for (topic, partition, *_), result in zip(wanted, reads, strict=True)
+            if topic is not None
         )
-    topics: list[fetch_encoding.FetchTopic] = []
-    index = 0
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            result = reads[index]
-            index += 1
-            partitions.append(
-                fetch_encoding.FetchPartition(
-                    partition_index=int(p.partition),
-                    error_code=result.error_code,
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.last_stable_offset,
-                    log_start_offset=result.log_start_offset,
-                    aborted_transactions=(
-                        tuple(
-                            fetch_encoding.AbortedTransaction(producer_id, first_offset)
-                            for producer_id, first_offset in result.aborted_transactions
-                        )
-                        if isolation_level == 1
-                        else None
-                    ),
-                    preferred_read_replica=result.preferred_read_replica,
-                    records=result.records,
+    answers = [
+        fetch_encoding.FetchPartition(
+            partition_index=partition,
+            error_code=result.error_code,
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            aborted_transactions=(
+                tuple(
+                    fetch_encoding.AbortedTransaction(producer_id, first_offset)
+                    for producer_id, first_offset in result.aborted_transactions
                 )
-            )
-        topics.append(
-            fetch_encoding.FetchTopic(
-                name=str(getattr(topic, "topic", "") or ""),
-                partitions=tuple(partitions),
-                topic_id=getattr(topic, "topic_id", None) or uuid.UUID(int=0),
-            )
+                if isolation_level == 1
+                else None
+            ),
+            preferred_read_replica=result.preferred_read_replica,
+            records=result.records,
         )
+        for ((_, partition), _), result in zip(context.partitions, reads, strict=True)
+    ]
+    completion = services.fetch_sessions.complete(context, answers, _now_ms())
     return fetch_encoding.encode_fetch_response(
-        ctx.api_version, fetch_encoding.FetchResponseData(topics=tuple(topics))
+        ctx.api_version,
+        fetch_encoding.FetchResponseData(
+            topics=_group_by_topic(context, names, answers, completion.selected),
+            error_code=completion.error_code,
+            session_id=completion.session_id,
+        ),
     )
 
 
@@ -182,18 +187,104 @@ def _client_rack(ctx: RequestContext, request: Any, replica_id: int) -> str | No
     return str(getattr(request, "rack_id", "") or "")
 
 
-def _topic_name(ctx: RequestContext, topic: Any) -> str:
-    name = getattr(topic, "topic", None)
-    if name is not None:
-        return str(name)
-    topic_id = getattr(topic, "topic_id", None)
-    state = ctx.services.topics.by_id(topic_id) if topic_id is not None else None
-    return state.name if state is not None else ""
+def _now_ms() -> int:
+    return int(trio.current_time() * 1000)
+
+
+def _session_context(ctx: RequestContext, request: Any, replica_id: int) -> FetchContext:
+    """The request's partitions and forgotten partitions, keyed by topic name (v4-12) or
+    topic id (v13+), handed to the session cache."""
+    uses_topic_ids = ctx.api_version >= 13
+    fetch_data: list[tuple[PartitionKey, PartitionRequest]] = []
+    for topic in request.topics:
+        topic_key = _topic_key(topic, uses_topic_ids)
+        for p in topic.partitions:
+            fetch_data.append(
+                (
+                    (topic_key, int(p.partition)),
+                    PartitionRequest(
+                        int(p.fetch_offset),
+                        int(p.partition_max_bytes),
+                        int(getattr(p, "current_leader_epoch", -1)),
+                        int(getattr(p, "log_start_offset", -1)),
+                    ),
+                )
+            )
+    forgotten = [
+        (_topic_key(topic, uses_topic_ids), int(partition))
+        for topic in getattr(request, "forgotten_topics_data", ())
+        for partition in topic.partitions
+    ]
+    session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH  # v4-6: no sessions
+    if ctx.api_version >= 7:
+        session_id, epoch = int(request.session_id), int(request.session_epoch)
+    return ctx.services.fetch_sessions.new_context(
+        session_id,
+        epoch,
+        privileged=replica_id >= 0,
+        uses_topic_ids=uses_topic_ids,
+        fetch_data=fetch_data,
+        forgotten=forgotten,
+        now_ms=_now_ms(),
+    )
+
+
+def _topic_key(topic: Any, uses_topic_ids: bool) -> TopicKey:
+    if uses_topic_ids:
+        return getattr(topic, "topic_id", None) or _ZERO_UUID
+    return str(getattr(topic, "topic", "") or "")
+
+
+def _topic_names(ctx: RequestContext, context: FetchContext) -> dict[TopicKey, str | None]:
+    """Topic key -> name; None for a topic id the node does not know (UNKNOWN_TOPIC_ID)."""
+    keys = {topic for (topic, _), _ in context.partitions}
+    if not context.uses_topic_ids:
+        return {key: str(key) for key in keys}
+    by_id = {state.topic_id: state.name for state in ctx.services.topics.topics.values()}
+    return {
+        key: by_id.get(key) if isinstance(key, uuid.UUID) and key != _ZERO_UUID else None
+        for key in keys
+    }
+
+
+def _group_by_topic(
+    context: FetchContext,
+    names: dict[TopicKey, str | None],
+    answers: list[fetch_encoding.FetchPartition],
+    selected: list[int],
+) -> tuple[fetch_encoding.FetchTopic, ...]:
+    """Consecutive selected partitions of one topic make one topic entry (Kafka's
+    `FetchResponse.of`: a session's order may name a topic again later)."""
+    topics: list[fetch_encoding.FetchTopic] = []
+    current: TopicKey | None = None
+    partitions: list[fetch_encoding.FetchPartition] = []
+    for index in selected:
+        topic = context.partitions[index][0][0]
+        if topic != current and partitions:
+            topics.append(_topic_entry(current, names, partitions))
+            partitions = []
+        current = topic
+        partitions.append(answers[index])
+    if partitions:
+        topics.append(_topic_entry(current, names, partitions))
+    return tuple(topics)
+
+
+def _topic_entry(
+    topic: TopicKey | None,
+    names: dict[TopicKey, str | None],
+    partitions: list[fetch_encoding.FetchPartition],
+) -> fetch_encoding.FetchTopic:
+    if isinstance(topic, uuid.UUID):
+        return fetch_encoding.FetchTopic(
+            name=names.get(topic) or "", partitions=tuple(partitions), topic_id=topic
+        )
+    return fetch_encoding.FetchTopic(name=str(topic or ""), partitions=tuple(partitions))
 
 
 async def _read_all(
     ctx: RequestContext,
-    wanted: list[tuple[str, int, int, int, int]],
+    wanted: list[tuple[str | None, int, int, int, int]],
     max_bytes: int,
     isolation_level: int,
     replica_id: int = -1,
@@ -207,6 +298,9 @@ async def _read_all(
     loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
     for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
         await loop_slice.tick()
+        if topic is None:  # a topic id this node does not know (v13+)
+            results.append(ReadResult(int(ErrorCode.unknown_topic_id)))
+            continue
         if readable is not None and topic not in readable:
             results.append(ReadResult(int(ErrorCode.topic_authorization_failed)))
             continue

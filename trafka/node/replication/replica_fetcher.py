@@ -1,7 +1,10 @@
-"""Follower fetchers: one task per source broker (Kafka's ReplicaFetcherThread, REP-11).
+"""Follower fetchers: `num.replica.fetchers` tasks per source broker (Kafka's
+ReplicaFetcherThread, REP-11).
 
-Each task owns one `KafkaConnection` to its leader and loops over the partitions it follows
-from that leader, each driven by its `replication.follower.PartitionFollowerState`:
+A partition followed from a leader goes to the fetcher `abs(31 * hash(topic) + partition) %
+num.replica.fetchers` of that leader (Kafka's `AbstractFetcherManager.getFetcherId`, Java's
+String.hashCode). Each task owns one `KafkaConnection` to its leader and loops over its
+partitions, each driven by its `replication.follower.PartitionFollowerState`:
 
 1. TRUNCATING partitions: one OffsetForLeaderEpoch v4 (replica id = this broker) asking for
    the local latest epoch; the answer goes through `on_epoch_answer` (KIP-101/279) and the
@@ -26,7 +29,11 @@ exceeded (Kafka's `shouldFollowerThrottle`). The bytes fetched for every listed 
 are recorded, in sync or not. When every partition is held back the task waits until the
 rate falls to the bound (at most `replica.fetch.backoff.ms`).
 
-Not implemented: fetch sessions (KIP-227), `num.replica.fetchers` > 1.
+Fetch sessions (KIP-227): each task keeps an incremental fetch session with its leader
+(`fetch_session_client`): after the first full Fetch, a request names only the partitions
+whose fetch offset or leader epoch changed and the leader answers only partitions with news.
+An answer part dropped as stale (a LeaderAndIsr or a truncation in between) makes the next
+request full, so no high watermark change is lost; a failed request does too.
 """
 
 from __future__ import annotations
@@ -44,10 +51,12 @@ from kio.schema.types import BrokerId as KioBrokerId
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
+from trafka.group.hashing import java_string_hash_code, kafka_utils_abs
 from trafka.log.errors import LogDirFailedError, UnexpectedAppendOffsetError
 from trafka.log.partition_log import PartitionLog
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.clock import SYSTEM_CLOCK, Clock
+from trafka.node.replication.fetch_session_client import FetchSessionClient
 from trafka.node.replication.follower import (
     EpochRequest,
     FetchAction,
@@ -64,9 +73,21 @@ log = logging.getLogger("trafka.node.replication.replica_fetcher")
 
 CONNECT_BACKOFF_S = 0.2
 
+FetcherKey = tuple[int, int]
+"""(source broker, fetcher id)."""
+FetchData = tuple[int, int, int]
+"""What the fetcher asks of a partition: (fetch offset, current leader epoch, max bytes)."""
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's `getFetcherId`: `Utils.abs(31 * topic.hashCode + partition) % fetchers`."""
+    mixed = (31 * java_string_hash_code(tp.topic) + tp.partition) & 0xFFFFFFFF
+    signed = mixed - (1 << 32) if mixed >= 1 << 31 else mixed
+    return kafka_utils_abs(signed) % max(1, num_fetchers)
+
 
 class ReplicaFetchers:
-    """The fetcher tasks of one broker, keyed by source (leader) broker."""
+    """The fetcher tasks of one broker, keyed by source (leader) broker and fetcher id."""
 
     def __init__(
         self,
@@ -79,8 +100,10 @@ class ReplicaFetchers:
         fetch_wait_max_ms: int = 500,
         fetch_max_bytes: int = 1_048_576,
         backoff_ms: int = 1000,
+        num_fetchers: int = 1,
     ) -> None:
         self.node_id = node_id
+        self.num_fetchers = max(1, num_fetchers)
         self.replica_manager = replica_manager
         self._clock = clock
         self.endpoint_for = endpoint_for
@@ -89,60 +112,62 @@ class ReplicaFetchers:
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = min(backoff_ms, 1000) / 1000
-        self.partitions: dict[int, set[TopicPartition]] = {}
+        self.partitions: dict[FetcherKey, set[TopicPartition]] = {}
         self.lag: dict[TopicPartition, int] = {}
         """Each partition's lag behind the leader's HW after the last answer (Kafka's
         `PartitionFetchState.lag`; in sync for throttling when 0, unknown until fetched)."""
-        self._changed: dict[int, trio.Event] = {}
+        self._changed: dict[FetcherKey, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for leader in list(self.partitions):
-                nursery.start_soon(self._fetch_loop, leader)
+            for key in list(self.partitions):
+                nursery.start_soon(self._fetch_loop, key)
             await trio.sleep_forever()
 
     def add(self, tp: TopicPartition, leader: int) -> None:
         self.remove(tp)
-        partitions = self.partitions.setdefault(leader, set())
+        key = (leader, fetcher_id(tp, self.num_fetchers))
+        partitions = self.partitions.setdefault(key, set())
         partitions.add(tp)
-        if leader not in self._changed:
-            self._changed[leader] = trio.Event()
+        if key not in self._changed:
+            self._changed[key] = trio.Event()
             if self._nursery is not None:
-                self._nursery.start_soon(self._fetch_loop, leader)
+                self._nursery.start_soon(self._fetch_loop, key)
         else:
-            self._changed[leader].set()
+            self._changed[key].set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.lag.pop(tp, None)
-        for leader, partitions in self.partitions.items():
+        for key, partitions in self.partitions.items():
             if tp in partitions:
                 partitions.discard(tp)
-                event = self._changed.get(leader)
+                event = self._changed.get(key)
                 if event is not None:
                     event.set()
 
-    def _states(self, leader: int) -> dict[TopicPartition, PartitionFollowerState]:
+    def _states(self, key: FetcherKey) -> dict[TopicPartition, PartitionFollowerState]:
         followers = self.replica_manager.followers
+        leader = key[0]
         return {
             tp: followers[tp]
-            for tp in sorted(self.partitions.get(leader, ()))
+            for tp in sorted(self.partitions.get(key, ()))
             if tp in followers and followers[tp].leader == leader
         }
 
-    async def _fetch_loop(self, leader: int) -> None:
+    async def _fetch_loop(self, key: FetcherKey) -> None:
+        leader = key[0]
         connection: KafkaConnection | None = None
+        session: FetchSessionClient[TopicPartition, FetchData] = FetchSessionClient()
         try:
             while True:
-                states = self._states(leader)
+                states = self._states(key)
                 if not states:
-                    event = self._changed[leader]
+                    event = self._changed[key]
                     with trio.move_on_after(1.0):
                         await event.wait()
-                    self._changed[leader] = trio.Event()
-                    if not self._states(leader) and not self.partitions.get(leader):
-                        continue
+                    self._changed[key] = trio.Event()
                     continue
                 try:
                     if connection is None or connection.closed:
@@ -153,7 +178,7 @@ class ReplicaFetchers:
                         connection = await self.inter_broker.connect(
                             endpoint[0],
                             endpoint[1],
-                            client_id=f"replica-fetcher-{self.node_id}",
+                            client_id=f"replica-fetcher-{self.node_id}-{key[1]}",
                             connect_timeout_s=2.0,
                             request_timeout_s=max(5.0, self.fetch_wait_max_ms / 1000 + 5),
                         )
@@ -163,7 +188,7 @@ class ReplicaFetchers:
                     if truncating:
                         await self._truncate(connection, truncating)
                         continue
-                    backoff = await self._fetch(connection, states)
+                    backoff = await self._fetch(connection, states, session)
                     if backoff:
                         await trio.sleep(self.backoff_s)
                 except LogDirFailedError as error:
@@ -173,6 +198,7 @@ class ReplicaFetchers:
                     await trio.sleep(CONNECT_BACKOFF_S)
                 except (ClientError, OSError) as error:
                     log.info("fetcher %d <- %d: %s", self.node_id, leader, error)
+                    session.on_error()
                     if connection is not None:
                         await connection.close()
                     connection = None
@@ -252,7 +278,10 @@ class ReplicaFetchers:
         }
 
     async def _fetch(
-        self, connection: KafkaConnection, states: dict[TopicPartition, PartitionFollowerState]
+        self,
+        connection: KafkaConnection,
+        states: dict[TopicPartition, PartitionFollowerState],
+        session: FetchSessionClient[TopicPartition, FetchData],
     ) -> bool:
         now_ms = self._clock.now_ms()
         states = self._unthrottled(states, now_ms)
@@ -263,40 +292,68 @@ class ReplicaFetchers:
             await trio.sleep(delay_ms / 1000)
             return False
         offsets: dict[TopicPartition, int] = {}
-        by_topic: dict[str, list[Any]] = {}
+        wanted: dict[TopicPartition, FetchData] = {}
         for tp, state in states.items():
             log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
             offsets[tp] = int(log_.log_end_offset)
+            wanted[tp] = (offsets[tp], state.leader_epoch, self.fetch_max_bytes)
+        session_request = session.build(wanted)
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (fetch_offset, leader_epoch, max_bytes) in session_request.to_send.items():
             by_topic.setdefault(tp.topic, []).append(
                 fetch_request.FetchPartition(
                     partition=i32(tp.partition),
-                    current_leader_epoch=i32(state.leader_epoch),
-                    fetch_offset=i64(offsets[tp]),
-                    partition_max_bytes=i32(self.fetch_max_bytes),
+                    current_leader_epoch=i32(leader_epoch),
+                    fetch_offset=i64(fetch_offset),
+                    partition_max_bytes=i32(max_bytes),
                 )
             )
+        forgotten: dict[str, list[i32]] = {}
+        for tp in session_request.to_forget:
+            forgotten.setdefault(tp.topic, []).append(i32(tp.partition))
         response = await connection.request(
             fetch_request.FetchRequest(
                 replica_id=KioBrokerId(self.node_id),
                 max_wait=timedelta(milliseconds=self.fetch_wait_max_ms),  # type: ignore[arg-type]
                 min_bytes=i32(1),
+                session_id=i32(session_request.session_id),
+                session_epoch=i32(session_request.epoch),
                 topics=tuple(
                     fetch_request.FetchTopic(topic=TopicName(t), partitions=tuple(ps))
                     for t, ps in by_topic.items()
                 ),
-                forgotten_topics_data=(),
+                forgotten_topics_data=tuple(
+                    fetch_request.ForgottenTopic(topic=TopicName(t), partitions=tuple(ps))
+                    for t, ps in forgotten.items()
+                ),
             )
         )
+        named = [
+            TopicPartition(str(topic.topic), int(p.partition_index))
+            for topic in response.responses
+            for p in topic.partitions
+        ]
+        if not session.on_response(
+            session_request, int(response.error_code), int(response.session_id), named
+        ):
+            log.info(
+                "fetcher %d: fetch session answer not applied (error %d)",
+                self.node_id,
+                int(response.error_code),
+            )
+            return False
         backoff = False
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(str(topic.topic), int(p.partition_index))
                 fetched = states.get(tp)
                 if fetched is None or self.replica_manager.followers.get(tp) is not fetched:
+                    session.on_error()  # dropped news: the next request is full
                     continue
                 state = fetched
                 log_ = self.replica_manager.get_or_create_log(tp.topic, tp.partition)
                 if int(log_.log_end_offset) != offsets[tp]:
+                    session.on_error()
                     continue  # the log changed under us (truncation): ask again
                 error = ErrorCode(int(p.error_code))
                 if error is ErrorCode.offset_out_of_range:
