@@ -34,7 +34,8 @@ live broker has one (`trafka.node.replica_assignment`).
 
 Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.<key>``) are
 resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
-Not implemented: client quotas, rack-aware follower fetching (KIP-392), KRaft
+Client quotas (`quota.window.num`, `quota.window.size.seconds`; the quotas themselves are
+entity configs, `trafka.node.quota`). Not implemented: rack-aware follower fetching (KIP-392), KRaft
 `controller.listener.names` (the quorum port comes from `controller.quorum.voters`).
 """
 
@@ -601,6 +602,20 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "follower.replication.throttled.replicas (KIP-73). Set dynamically only.",
         minimum=0,
         dynamic=True,
+    ),
+    _d(
+        "quota.window.num",
+        _T.INT,
+        11,
+        "Samples kept in memory for client quotas (trafka.node.quota).",
+        minimum=1,
+    ),
+    _d(
+        "quota.window.size.seconds",
+        _T.INT,
+        1,
+        "Time span of each client quota sample.",
+        minimum=1,
     ),
     _d(
         "replica.alter.log.dirs.io.max.bytes.per.second",

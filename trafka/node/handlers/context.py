@@ -20,6 +20,7 @@ from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_cache import MetadataCache
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.quota.service import QuotaService
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.acls import AclService
 from trafka.node.topic_admin import TopicAdmin
@@ -64,6 +65,9 @@ class NodeServices:
     acls: AclService | None = None
     """The ACL store and change listener when `authorizer` is an ACL authorizer
     (`trafka.node.security.acls`); None: the ACL APIs answer SECURITY_DISABLED."""
+    quotas: QuotaService | None = None
+    """Client quotas (`trafka.node.quota`): AlterClientQuotas / DescribeClientQuotas and the
+    broker's throttling."""
 
 
 @dataclass(frozen=True, slots=True)
