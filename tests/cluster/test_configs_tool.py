@@ -6,15 +6,16 @@ item 3).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.cluster.java_support import ToolResult, ToolShell, start_slowly
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
+from trafka.tools.ktool import app
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -28,7 +29,7 @@ def shell() -> Iterator[ToolShell]:
 @pytest.fixture(scope="module")
 def cluster(shell: ToolShell, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnodeCluster]:
     base = tmp_path_factory.mktemp("configs-tool")
-    with KnodeCluster(base, node_count=2, start=False) as running:
+    with KnodeCluster(base, node_count=1, start=False) as running:
         start_slowly(running)
         yield running
 
@@ -38,22 +39,18 @@ def kafka(shell: ToolShell, cluster: KnodeCluster, *args: str) -> ToolResult:
 
 
 def ktool(cluster: KnodeCluster, *args: str) -> ToolResult:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trafka.tools.ktool",
-            "configs",
-            "--bootstrap-server",
-            cluster.bootstrap_servers,
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return ToolResult(completed.returncode, completed.stdout, completed.stderr).ok()
+    """In this process, with sys.argv as `ktool` sets it: configs pairs each --entity-name /
+    --entity-default with the --entity-type before it from the command line's order."""
+    argv = ["configs", "--bootstrap-server", cluster.bootstrap_servers, *args]
+    saved = sys.argv
+    sys.argv = ["ktool", *argv]
+    try:
+        result = CliRunner().invoke(app, argv)
+    finally:
+        sys.argv = saved
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return ToolResult(result.exit_code, result.stdout, result.stderr).ok()
 
 
 def both(shell: ToolShell, cluster: KnodeCluster, *args: str) -> list[str]:
@@ -213,12 +210,12 @@ def test_topic_and_broker_configs_print_as_kafka_configs(
         "--entity-type",
         "brokers",
         "--entity-name",
-        "2",
+        "1",
         "--add-config",
         "log.retention.ms=86400001",
-    ).lines == ["Completed updating config for broker 2."]
-    broker = both(shell, cluster, "--describe", "--entity-type", "brokers", "--entity-name", "2")
-    assert "Dynamic configs for broker 2 are:" in broker
+    ).lines == ["Completed updating config for broker 1."]
+    broker = both(shell, cluster, "--describe", "--entity-type", "brokers", "--entity-name", "1")
+    assert "Dynamic configs for broker 1 are:" in broker
     ktool(
         cluster,
         "--alter",
@@ -256,7 +253,7 @@ def test_topic_and_broker_configs_print_as_kafka_configs(
         "--entity-type",
         "brokers",
         "--entity-name",
-        "2",
+        "1",
         "--delete-config",
         "log.retention.ms",
     )
