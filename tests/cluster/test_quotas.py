@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.cluster.test_quorum_tree import _quorum
 from tests.support.cluster import KnodeCluster
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from trafka.net import codec
 from trafka.net.client import KafkaConnection
@@ -46,11 +47,34 @@ SETTINGS = [
 ]
 
 
+METRICS_PORTS = {1: free_port(), 2: free_port()}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnodeCluster]:
     base: Path = tmp_path_factory.mktemp("quotas")
-    with KnodeCluster(base, node_count=2, settings=SETTINGS) as running:
+    metrics = {n: [f"metrics.listener=http://127.0.0.1:{p}"] for n, p in METRICS_PORTS.items()}
+    with KnodeCluster(base, node_count=2, settings=SETTINGS, node_settings=metrics) as running:
         yield running
+
+
+def scrape(name: str, **labels: str) -> float:
+    """The sum over both nodes of one metric's samples with these labels."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for port in METRICS_PORTS.values():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    total += sample.value
+    return total
 
 
 def request(cluster: KnodeCluster, node_id: int, api_key: int, data: Any, high: int = 1) -> Any:
@@ -271,6 +295,11 @@ def test_producer_byte_rate_holds_one_client_id_and_not_another(cluster: KnodeCl
     print(f"slow {slow_rate / QUOTA:.3f} x quota, fast {fast_rate / QUOTA:.3f} x quota")
     assert abs(slow_rate - QUOTA) / QUOTA < 0.10, slow_rate
     assert fast_rate > 2 * QUOTA, fast_rate
+    # The metrics endpoint shows the sensor and its throttling (docs/metrics.md).
+    assert scrape("kafka_server_produce_throttle_time_ms_total", client_id="slow") > 0
+    assert scrape("kafka_server_produce_quota", client_id="slow", user="") == QUOTA
+    assert scrape("kafka_server_produce_byte_rate", client_id="slow") > 0
+    assert scrape("kafka_server_produce_byte_rate", client_id="fast") == 0  # no quota, no sensor
     alter(cluster, [("client-id", "slow")], [("producer_byte_rate", None)])
 
 
