@@ -198,20 +198,20 @@ async def test_listener_applies_notified_entities_and_its_watch_fires() -> None:
     assert (await listener.run_once()).rescan
     assert recorder.rescans == 1 and recorder.applied == []
     fired = replica.notify(topic_entity_path("orders"))
-    replica.notify("users/alice")  # a quota entity: read and ignored
+    replica.notify("users/alice")  # a quota entity: the quota service applies it
+    replica.notify("sessions/x")  # not an entity: read and ignored
     replica.notify(broker_entity_path(DEFAULT_BROKER_ENTITY))
     assert [event.path for event in fired] == [znodes.CONFIG_CHANGES]
     step = await listener.run_once()
-    assert len(step.notifications) == 3
-    assert recorder.applied == [
+    assert len(step.notifications) == 4
+    applied = [
         Entity(EntityType.TOPICS, "orders"),
+        Entity(EntityType.USERS, "alice"),
         Entity(EntityType.BROKERS, "<default>"),
     ]
+    assert recorder.applied == applied
     assert (await listener.run_once()).notifications == ()
-    assert recorder.applied == [
-        Entity(EntityType.TOPICS, "orders"),
-        Entity(EntityType.BROKERS, "<default>"),
-    ]
+    assert recorder.applied == applied
 
 
 async def test_listener_purges_expired_notifications_and_survives_a_failing_apply() -> None:
