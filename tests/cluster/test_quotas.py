@@ -330,3 +330,59 @@ def test_connection_creation_rate_per_ip(cluster: KnodeCluster) -> None:
             0,
             None,
         )
+
+
+def _consume_all(cluster: KnodeCluster, topic: str, client_id: str, total: int) -> float:
+    """Seconds a confluent-kafka consumer with `client_id` takes to read `total` bytes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "client.id": client_id,
+            "group.id": f"group-{client_id}",
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": 262_144,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    started, read = time.monotonic(), 0
+    try:
+        while read < total and time.monotonic() - started < 60:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read += len(message.value())
+    finally:
+        consumer.close()
+    assert read >= total
+    return time.monotonic() - started
+
+
+def test_consumer_byte_rate_throttles_fetches(cluster: KnodeCluster) -> None:
+    topic, rate, total = "quota-fetch", 524_288, 3_000_000
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, replication_factor=1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for _ in range(total // 10_000):
+        producer.produce(topic, value=b"f" * 10_000)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert alter(cluster, [("client-id", "slow-consumer")], [("consumer_byte_rate", rate)]) == (
+        0,
+        None,
+    )
+    wait_until(
+        lambda: all(
+            describe(cluster, [("client-id", 0, "slow-consumer")], node_id=n)[1] for n in (1, 2)
+        ),
+        timeout_s=10,
+    )
+    try:
+        fast = _consume_all(cluster, topic, "fast-consumer", total)
+        slow = _consume_all(cluster, topic, "slow-consumer", total)
+        # ~5.7 s at 512 KiB/s (less the first window's allowance); unthrottled: far less.
+        assert slow >= 3.0, (slow, fast)
+        assert slow > 2 * fast, (slow, fast)
+        assert scrape("kafka_server_fetch_throttle_time_ms_total", client_id="slow-consumer") > 0
+    finally:
+        alter(cluster, [("client-id", "slow-consumer")], [("consumer_byte_rate", None)])
