@@ -61,6 +61,8 @@ def test_entity_paths_and_wire_round_trip() -> None:
         ([("user", "a"), ("user", "b")], "Duplicate user entity type"),
         ([("ip", "10.0.0.1"), ("user", "a")], "IP entity should not be used"),
         ([("ip", "not-an-ip")], "not-an-ip is not a valid IP"),
+        ([("user", "..")], "Invalid quota entity name"),
+        ([("user", "a" * 1000), ("client-id", "é" * 200)], "longer than"),
     ],
 )
 def test_bad_entities_are_refused_with_kafkas_messages(

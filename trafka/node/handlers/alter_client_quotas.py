@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
+from trafka.metadata_quorum.tree import ZooKeeperError
 from trafka.net.api_keys import ApiKey
 from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
@@ -56,6 +57,10 @@ async def _alter(ctx: RequestContext, entry: Any, validate_only: bool) -> tuple[
         await quotas.alter(entity, ops, validate_only=validate_only)
     except QuotaEntityError as error:
         return int(ErrorCode.invalid_request), str(error)
+    except ZooKeeperError as error:  # the tree's own bounds (node count, entry size)
+        return int(ErrorCode.invalid_request), f"cannot store the quota: {error}"
+    except RuntimeError as error:  # too many concurrent updates of one entity
+        return int(ErrorCode.unknown_server_error), str(error)
     return 0, None
 
 

@@ -141,7 +141,20 @@ class QuotaEntity:
             ip = names[IP]
             if ip != DEFAULT and not is_valid_ip(desanitize(ip)):
                 raise QuotaEntityError(f"{desanitize(ip)} is not a valid IP or resolvable host.")
-        return cls(names.get(USER), names.get(CLIENT_ID), names.get(IP))
+        entity = cls(names.get(USER), names.get(CLIENT_ID), names.get(IP))
+        entity.check_path()
+        return entity
+
+    def check_path(self) -> None:
+        """The entity's znode must be a legal path of the tree: not `.`/`..` (Kafka's
+        sanitizer leaves dots alone and ZooKeeper refuses them), at most the tree's
+        MAX_PATH_BYTES (the fuzzer's lesson from SCRAM users, `scram_store.user_name_error`)."""
+        from trafka.metadata_quorum.tree import BadArgumentsError, validate_path
+
+        try:
+            validate_path(f"/config/{self.path()}")
+        except BadArgumentsError as error:
+            raise QuotaEntityError(f"Invalid quota entity name: {error}") from None
 
     @classmethod
     def from_path(cls, entity_path: str) -> QuotaEntity | None:

@@ -154,6 +154,9 @@ class QuotaManager:
     )
     throttle_time_ms_totals: dict[QuotaType, int] = field(default_factory=dict)
     """Every throttle handed out per quota type (also those of expired sensors)."""
+    any_client_quota: bool = False
+    """Some user / client-id entity has a quota (else requests skip the quota code)."""
+    any_ip_quota: bool = False
 
     # ---- configs ----------------------------------------------------------------------------
     @property
@@ -167,6 +170,7 @@ class QuotaManager:
         if new == self._configs:
             return False
         self._configs = new
+        self._update_flags()
         return True
 
     def set_entity(self, entity: QuotaEntity, values: Mapping[str, float]) -> bool:
@@ -177,15 +181,12 @@ class QuotaManager:
             self._configs[entity] = dict(values)
         else:
             self._configs.pop(entity, None)
+        self._update_flags()
         return True
 
-    @property
-    def any_client_quota(self) -> bool:
-        return any(not entity.is_ip for entity in self._configs)
-
-    @property
-    def any_ip_quota(self) -> bool:
-        return any(entity.is_ip for entity in self._configs)
+    def _update_flags(self) -> None:
+        self.any_client_quota = any(not entity.is_ip for entity in self._configs)
+        self.any_ip_quota = any(entity.is_ip for entity in self._configs)
 
     # ---- recording --------------------------------------------------------------------------
     def _sensor(self, quota_type: QuotaType, resolved: Resolved, now_ms: int) -> _Tracked:
