@@ -386,3 +386,50 @@ def test_consumer_byte_rate_throttles_fetches(cluster: KnodeCluster) -> None:
         assert scrape("kafka_server_fetch_throttle_time_ms_total", client_id="slow-consumer") > 0
     finally:
         alter(cluster, [("client-id", "slow-consumer")], [("consumer_byte_rate", None)])
+
+
+def test_request_percentage_throttles_and_mutes_the_connection(cluster: KnodeCluster) -> None:
+    """request_percentage=0.001 (% of one thread): any request is over it, so the answer
+    carries throttle_time_ms (bounded by one window, 1 s) and the next request on the same
+    connection is not served before the mute ends (KIP-219)."""
+    import datetime
+
+    assert alter(cluster, [("client-id", "busy")], [("request_percentage", 0.001)]) == (0, None)
+    wait_until(lambda: describe(cluster, [("client-id", 0, "busy")], node_id=2)[1], timeout_s=10)
+
+    async def two_metadata_requests() -> tuple[int, float, int]:
+        connection = await KafkaConnection.connect(
+            "127.0.0.1", cluster.nodes[2].port, client_id="busy"
+        )
+        try:
+            await connection.negotiate_api_versions()
+            version = connection.version_for(3, 4, 12)
+            request_class = codec.request_class(3, version)
+            assert request_class is not None
+            data = {"topics": [], "allow_auto_topic_creation": False}
+            first = await connection.request(build(request_class, data), version)
+            started = time.monotonic()
+            second = await connection.request(build(request_class, data), version)
+            waited = time.monotonic() - started
+        finally:
+            await connection.close()
+
+        def ms(value: object) -> int:
+            assert isinstance(value, datetime.timedelta)
+            return int(value.total_seconds() * 1000)
+
+        return ms(first.throttle_time), waited, ms(second.throttle_time)
+
+    try:
+        # The broker applies the quota from its config-change listener (within ~1 s).
+        first_ms, waited_s, second_ms = wait_until(
+            lambda: (result := trio.run(two_metadata_requests))[0] > 0 and result,
+            timeout_s=20,
+            what="a throttled Metadata answer",
+        )
+        assert 0 < first_ms <= 1000, first_ms
+        assert waited_s >= first_ms / 1000 * 0.9, (first_ms, waited_s)
+        assert second_ms > 0
+        assert scrape("kafka_server_request_throttle_time_ms_total", client_id="busy") > 0
+    finally:
+        alter(cluster, [("client-id", "busy")], [("request_percentage", None)])
