@@ -237,7 +237,7 @@ class ChannelThrottle:
 class ConnectionPolicy(Protocol):
     """Decides about each new connection (the node's per-IP connection-creation quota)."""
 
-    def admit(self, ip: str) -> int:
+    def admit(self, ip: str, listener_name: str) -> int:
         """0: serve the connection; else close it after this many ms (at most 10 s)."""
         ...
 
@@ -762,7 +762,9 @@ class KafkaServer:
             return
         self._connection_count += 1
         self._connections_by_ip[ip] = per_ip + 1
-        delay_ms = 0 if self.connection_policy is None else self.connection_policy.admit(ip)
+        delay_ms = (
+            0 if self.connection_policy is None else self.connection_policy.admit(ip, listener_name)
+        )
         if delay_ms > 0:
             # Kafka's ConnectionThrottledException: closed after the throttle time (counted
             # against max.connections meanwhile, so refused connections stay bounded).

@@ -177,8 +177,10 @@ class QuotaService:
             )
         return throttle
 
-    def admit(self, ip: str) -> int:
-        """`trafka.net.server.ConnectionPolicy`: the per-IP connection-creation quota."""
+    def admit(self, ip: str, listener_name: str = "") -> int:
+        """`trafka.net.server.ConnectionPolicy`: the per-IP connection-creation quota, on
+        every listener (brokers keep their few connections open, so a rate rarely meets
+        them)."""
         if not self.manager.any_ip_quota:
             return 0
         return self.manager.record_connection(ip, self.now_ms())
