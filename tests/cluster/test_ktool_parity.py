@@ -465,3 +465,41 @@ def test_produce(tools: Tools) -> None:
     refused = tools.ktool("produce", "--topic", "kp-prod-ktool", *reader, stdin="no-separator\n")
     assert refused.exit != 0
     assert "No key separator found on line number 1: 'no-separator'" in refused.err
+
+
+def _blocks(lines: list[str]) -> dict[str, list[str]]:
+    """kafka-broker-api-versions output by broker header line (the order of brokers may
+    differ between the tools)."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in lines:
+        if line.endswith("-> ("):
+            current = blocks.setdefault(line, [])
+        else:
+            current.append(line)
+    return blocks
+
+
+def test_broker_api_versions(tools: Tools) -> None:
+    both = tools.both("kafka-broker-api-versions", "broker-api-versions")
+    assert both.kafka.exit == both.ktool.exit == 0, (both.kafka, both.ktool)
+    kafka, ours = _blocks(both.kafka.lines), _blocks(both.ktool.lines)
+    assert sorted(kafka) == sorted(ours) and len(ours) == len(tools.cluster.nodes)
+    for header, theirs_lines in kafka.items():
+        assert len(theirs_lines) == len(ours[header]), (theirs_lines, ours[header])
+        for theirs, mine in zip(theirs_lines, ours[header], strict=True):
+            if theirs == mine:
+                continue
+            # ktool's client speaks the inter-broker APIs that Kafka 4's client dropped
+            assert theirs.split(": ")[0] in {
+                "\tLeaderAndIsr(4)",
+                "\tStopReplica(5)",
+                "\tUpdateMetadata(6)",
+                "\tControlledShutdown(7)",
+            }, (theirs, mine)
+            assert theirs.split("[")[0] == mine.split("[")[0]
+            assert theirs.endswith("[unusable: node too new],") and "[usable: " in mine
+    document = json.loads(tools.ktool("broker-api-versions", "--json").out)
+    assert sorted(b["id"] for b in document["brokers"]) == sorted(tools.cluster.nodes)
+    produce = document["brokers"][0]["apis"][0]
+    assert produce["name"] == "Produce(0)" and produce["usable"] == produce["max_version"]

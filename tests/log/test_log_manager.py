@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,12 +61,52 @@ def test_places_partitions_in_the_least_loaded_dir_and_reloads(tmp_path: Path) -
     again.close()
 
 
+def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_delete_does_not_wait_for_a_maintenance_step(tmp_path: Path) -> None:
+    """A maintenance step on a worker thread holds the log's lock (a flush on a slow disk,
+    the cleaner's swap): deleting the partition on the event loop must not wait for it; the
+    files are closed and removed once the step is over."""
+    logs = manager([tmp_path / "a"])
+    append(logs, "busy", 0)
+    doomed = logs.get("busy", 0)
+    assert doomed is not None
+    held, release = threading.Event(), threading.Event()
+
+    def maintenance_step() -> None:
+        with doomed.lock:
+            held.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=maintenance_step)
+    worker.start()
+    held.wait(5)
+    started = time.monotonic()
+    assert logs.delete("busy", 0)
+    assert time.monotonic() - started < 0.5
+    assert doomed.closed  # no append or read reaches it any more
+    assert not (tmp_path / "a" / "busy-0").exists()
+    append(logs, "busy", 0)  # the name is free at once: the topic may be created again
+    assert list((tmp_path / "a").glob("busy-0.*-delete"))  # still there: the lock is held
+    release.set()
+    worker.join()
+    _wait_until(lambda: list((tmp_path / "a").glob("busy-0.*-delete")) == [])
+    assert (tmp_path / "a" / "busy-0").is_dir()
+    logs.close()
+
+
 def test_delete_renames_then_removes(tmp_path: Path) -> None:
     logs = manager([tmp_path / "a"])
     append(logs, "gone", 0)
     assert logs.delete("gone", 0)
     assert logs.get("gone", 0) is None
-    assert list((tmp_path / "a").glob("gone-0*")) == []
+    assert not (tmp_path / "a" / "gone-0").exists()  # renamed at once; removed in the background
+    _wait_until(lambda: list((tmp_path / "a").glob("gone-0*")) == [])
     # an interrupted deletion is finished on the next start
     (tmp_path / "a" / "gone-1.0123abcd-delete").mkdir()
     logs.close()

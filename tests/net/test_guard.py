@@ -106,3 +106,124 @@ def test_the_guard_has_a_rule_for_every_flexible_class() -> None:
                     guard._entity_skip(cls)  # raises TypeError for an unknown field type
                     built += 1
     assert built > 300
+
+
+# ---- nulls where the schema allows none (Kafka: "non-nullable field X was serialized as
+# null", a malformed request: the connection is closed before any handler runs) ----------
+
+
+_CREATE_TOPIC_WITH_NULL_ASSIGNMENTS = b"".join(
+    [
+        b"\x00\x00\x00\x01",  # one topic
+        b"\x00\x01t\x00\x00\x00\x01\x00\x01",  # name "t", 1 partition, replication factor 1
+        b"\xff\xff\xff\xff",  # assignments: null
+        b"\x00\x00\x00\x00",  # configs: none
+        b"\x00\x00\x03\xe8\x00",  # timeout_ms, validate_only
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "body", "field"),
+    [
+        # AlterConfigs v1 (int32 count -1) and v2 (compact count 0): resources
+        (33, 1, b"\xff\xff\xff\xff\x00", "resources"),
+        (33, 2, b"\x00\x00\x00", "resources"),
+        # ListPartitionReassignments v0: one topic "a" whose partition_indexes is null
+        (46, 0, b"\x00\x00\x03\xe8\x02\x02a\x00\x00\x00", "partition_indexes"),
+        # CreateTopics v2: one topic whose assignments array is null
+        (19, 2, _CREATE_TOPIC_WITH_NULL_ASSIGNMENTS, "assignments"),
+        # DeleteGroups v2 (flexible): a null group name inside groups_names
+        (42, 2, b"\x00\x00", "groups_names"),
+    ],
+)
+def test_a_null_in_a_non_nullable_field_is_a_malformed_request(
+    api_key: int, version: int, body: bytes, field: str
+) -> None:
+    with pytest.raises(codec.MalformedMessage, match=f"non-nullable field {field} "):
+        codec.decode_request(api_key, version, body)
+
+
+def test_nullable_fields_may_be_null() -> None:
+    # ListPartitionReassignments: topics null = every reassignment
+    assert codec.decode_request(46, 0, b"\x00\x00\x03\xe8\x00\x00").topics is None
+    # Metadata v4 (non-flexible): topics null = every topic
+    assert codec.decode_request(3, 4, b"\xff\xff\xff\xff\x01").topics is None
+    # Produce v3: a null transactional_id
+    produce = codec.decode_request(0, 3, b"\xff\xff\xff\xff\x00\x00\x03\xe8\x00\x00\x00\x00")
+    assert produce.transactional_id is None
+
+
+_LEGACY = [
+    ("request", 0, 3),
+    ("request", 1, 11),
+    ("request", 3, 8),
+    ("request", 8, 7),
+    ("request", 11, 5),
+    ("request", 19, 4),
+    ("request", 33, 1),
+    ("response", 1, 11),
+    ("response", 3, 8),
+]
+
+
+@pytest.mark.slow
+@settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(_LEGACY))
+def test_valid_non_flexible_messages_pass_the_check(
+    data: st.DataObject, which: tuple[str, int, int]
+) -> None:
+    cls = _class(*which)
+    message = data.draw(st.from_type(cls))
+    try:
+        raw = codec.encode_with_kio(message)
+    except (ValueError, OverflowError, TypeError):
+        return
+    guard.check(cls, raw, 0, guard.MAX_REQUEST_ELEMENTS)
+    assert codec.decode_with_kio(cls, raw) == message
+
+
+# ---- the element cap (kio decodes a body in one call holding the GIL) ----------------------
+
+
+def _offset_fetch_v1(partitions: int) -> bytes:
+    """OffsetFetch v1 (int32 counts): group "g", one topic "t" with `partitions` indexes."""
+    return (
+        b"\x00\x01g"
+        + b"\x00\x00\x00\x01\x00\x01t"
+        + partitions.to_bytes(4, "big")
+        + b"\x00\x00\x00\x07" * partitions
+    )
+
+
+def _offset_fetch_v6(partitions: int) -> bytes:
+    """OffsetFetch v6 (compact): the same, plus require_stable and tag sections."""
+    count = bytearray()
+    value = partitions + 1
+    while value >= 0x80:
+        count.append((value & 0x7F) | 0x80)
+        value >>= 7
+    count.append(value)
+    return (
+        b"\x02g"
+        + b"\x02"
+        + b"\x02t"
+        + bytes(count)
+        + b"\x00\x00\x00\x07" * partitions
+        + b"\x00"
+        + b"\x00"
+        + b"\x00\x00"  # topic tags, require_stable, request tags
+    )
+
+
+@pytest.mark.parametrize(("version", "body_of"), [(1, _offset_fetch_v1), (6, _offset_fetch_v6)])
+def test_a_request_of_over_a_million_elements_is_refused_before_decoding(
+    version: int, body_of: Any
+) -> None:
+    cap = guard.MAX_REQUEST_ELEMENTS
+    with pytest.raises(codec.MalformedMessage, match="array elements in one body"):
+        codec.decode_request(9, version, body_of(cap))  # the topic itself is one more
+    request = codec.decode_request(9, version, body_of(cap - 1))
+    assert len(request.topics[0].partition_indexes) == cap - 1
+    # an answer is not capped: our clients read what a large cluster says
+    guard.check(codec.request_class(9, version), body_of(cap), 0, None)

@@ -12,7 +12,8 @@ Each log dir holds partition directories plus Kafka's per-dir files::
       replication-offset-checkpoint       high watermarks
       cleaner-offset-checkpoint           first dirty offset of compacted logs
       orders-0/ orders-1/ ...             one PartitionLog each
-      orders-2.<uuid>-delete/             being deleted (finished on the next start)
+      orders-2.<uuid>-delete/             being deleted (by a background thread; else on
+                                          the next start)
 
 New partitions go to the online dir holding the fewest partitions (Kafka's rule). A dir
 that fails (cannot be locked or read, mismatched meta.properties, an I/O error later) is
@@ -41,7 +42,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,7 @@ from trafka.log.checkpoint import (
     write_partition_metadata,
 )
 from trafka.log.config import LogConfig
+from trafka.log.dir_remover import DirectoryRemover
 from trafka.log.errors import LogDirFailedError, LogError
 from trafka.log.partition_log import PartitionLog, parse_topic_partition
 from trafka.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -123,6 +125,8 @@ class LogManager:
         self._topic_configs = dict(topic_configs or {})
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        self._remover = DirectoryRemover()
         self._now_ms = now_ms
         self._log_dirs = [Path(d) for d in log_dirs]
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -288,27 +292,33 @@ class LogManager:
             return log
 
     def delete(self, topic: str, partition: int) -> bool:
-        """Remove a partition: rename to `<dir>.<uuid>-delete`, then delete it (Kafka)."""
+        """Remove a partition: rename to `<dir>.<uuid>-delete` now; close its files and
+        remove the directory in the background (Kafka's `file.delete.delay.ms` task).
+
+        Called on the event loop (StopReplica with delete): nothing here waits for the
+        disk beyond the rename. The log is marked closed at once, so no append or read
+        reaches it; its producer snapshot and fsyncs are skipped (it is being deleted);
+        its segments are closed under its own lock by the remover, after any maintenance
+        step that holds the lock. A name is free again once this returns, so the
+        partition may be created anew at once."""
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
             log_dir = self._dir_of.pop(key, None)
             self._cleaner_offsets.pop(key, None)
             self._tombstone_horizons.pop(key, None)
-            if log is None or log_dir is None:
-                return False
-            with log.lock:
-                try:
-                    log.close()
-                except LogDirFailedError:
-                    pass
-                doomed = log.directory.with_name(delete_dir_name(topic, partition))
-                try:
-                    os.replace(log.directory, doomed)
-                    shutil.rmtree(doomed, ignore_errors=True)
-                except OSError as error:
-                    self._take_offline(log_dir, str(error))
+        if log is None or log_dir is None:
+            return False
+        log.mark_closed()
+        doomed = log.directory.with_name(delete_dir_name(topic, partition))
+        try:
+            os.replace(log.directory, doomed)
+        except OSError as error:
+            self.mark_dir_offline(log_dir, str(error))
+            self._remover.remove(log, None)
             return True
+        self._remover.remove(log, doomed)
+        return True
 
     def partitions(self) -> list[TopicPartition]:
         return sorted(self._logs)
@@ -360,46 +370,46 @@ class LogManager:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _by_dir(self) -> Iterator[tuple[Path, dict[TopicPartition, PartitionLog]]]:
-        for log_dir in self.online_dirs:
-            yield log_dir, {k: log for k, log in self._logs.items() if self._dir_of[k] == log_dir}
-
     def _write_checkpoint(
         self, name: str, offsets_of: Callable[[TopicPartition, PartitionLog], int | None]
     ) -> None:
-        for log_dir, logs in self._by_dir():
-            offsets: dict[TopicPartition, int] = {}
-            for key, log in logs.items():
-                value = offsets_of(key, log)
-                if value is not None:
-                    offsets[key] = value
-            try:
-                write_offset_checkpoint(log_dir / name, offsets)
-            except OSError as error:
-                self._take_offline(log_dir, f"writing {name}: {error}")
+        """The offsets are read under the manager's lock, the file is written (and
+        fsynced) outside it, so a slow disk never holds the lock that the event loop takes
+        to create or delete a partition; `_checkpoint_lock` keeps writers of one file in
+        turn."""
+        with self._lock:
+            contents: list[tuple[Path, dict[TopicPartition, int]]] = []
+            for log_dir in self.online_dirs:
+                offsets: dict[TopicPartition, int] = {}
+                for key, log in self._logs.items():
+                    if self._dir_of[key] == log_dir:
+                        value = offsets_of(key, log)
+                        if value is not None:
+                            offsets[key] = value
+                contents.append((log_dir, offsets))
+        with self._checkpoint_lock:
+            for log_dir, offsets in contents:
+                try:
+                    write_offset_checkpoint(log_dir / name, offsets)
+                except OSError as error:
+                    self.mark_dir_offline(log_dir, f"writing {name}: {error}")
 
     def checkpoint_high_watermarks(self) -> None:
         """`replication-offset-checkpoint` (replica.high.watermark.checkpoint.interval.ms)."""
-        with self._lock:
-            self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda _, log: log.high_watermark)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda _, log: log.high_watermark)
 
     def checkpoint_recovery_points(self) -> None:
         """`recovery-point-offset-checkpoint` (Kafka: log.flush.offset.checkpoint.interval.ms)."""
-        with self._lock:
-            self._write_checkpoint(
-                RECOVERY_POINT_OFFSET_CHECKPOINT, lambda _, log: log.recovery_point
-            )
+        self._write_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT, lambda _, log: log.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
         """`log-start-offset-checkpoint`."""
-        with self._lock:
-            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda _, log: log.log_start_offset)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda _, log: log.log_start_offset)
 
     def checkpoint_cleaner_offsets(self) -> None:
-        with self._lock:
-            self._write_checkpoint(
-                CLEANER_OFFSET_CHECKPOINT, lambda key, _: self._cleaner_offsets.get(key)
-            )
+        self._write_checkpoint(
+            CLEANER_OFFSET_CHECKPOINT, lambda key, _: self._cleaner_offsets.get(key)
+        )
 
     def write_checkpoints(self) -> None:
         self.checkpoint_high_watermarks()
@@ -480,6 +490,7 @@ class LogManager:
                 except LogDirFailedError as error:
                     self._take_offline(self._dir_of[key], str(error))
             self.write_checkpoints()
+            self._remover.finish()
             for log_dir in self.online_dirs:
                 try:
                     (log_dir / CLEAN_SHUTDOWN_FILE).touch()

@@ -1199,6 +1199,17 @@ class PartitionLog:
                 pass
         self._closed = True
 
+    def mark_closed(self) -> None:
+        """Refuse every append and read from now on, without touching a file (a deleted
+        log: `close_abruptly` follows on another thread). A plain attribute write: safe
+        without the lock, which a maintenance step on another thread may hold."""
+        self._closed = True
+
+    def close_abruptly(self) -> None:
+        """Close the segment files without a snapshot or fsync (the log is being deleted)."""
+        with self._lock:
+            self._close_abruptly()
+
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         with self._lock:

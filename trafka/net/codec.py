@@ -114,12 +114,14 @@ def _writer(cls: type[Any]) -> Any:
     return writer
 
 
-def _decode(cls: type[Any], buffer: bytes | bytearray | memoryview, offset: int) -> Any:
+def _decode(
+    cls: type[Any], buffer: bytes | bytearray | memoryview, offset: int, max_elements: int | None
+) -> Any:
     try:
-        if cls.__flexible__:
-            # kio's native reader pre-reserves compact arrays from the claimed count; check
-            # every count against the bytes present first (trafka.net.guard).
-            guard.check_flexible(cls, buffer, offset)
+        # kio's native reader pre-reserves compact arrays from the claimed count and reads a
+        # null count of a non-nullable array as None: check every count against the bytes
+        # present, the nulls and the element cap first (trafka.net.guard).
+        guard.check(cls, buffer, offset, max_elements)
         value, _size = _reader(cls)(buffer, offset)
     except Exception as error:  # kio raises DecodeError, ValueError, UnicodeError, ...
         raise MalformedMessage(f"cannot decode {cls.__name__}: {error!r}") from error
@@ -139,7 +141,7 @@ def decode_request(
     cls = request_class(api_key, api_version)
     if cls is None:
         raise UnknownMessage(f"no schema for {api_name(api_key)} v{api_version} request")
-    return _decode(cls, buffer, offset)
+    return _decode(cls, buffer, offset, guard.MAX_REQUEST_ELEMENTS)
 
 
 def decode_response(
@@ -149,7 +151,7 @@ def decode_response(
     cls = response_class(api_key, api_version)
     if cls is None:
         raise UnknownMessage(f"no schema for {api_name(api_key)} v{api_version} response")
-    return _decode(cls, buffer, offset)
+    return _decode(cls, buffer, offset, None)  # a server's answer may be large
 
 
 def entity_writer(cls: type[Any]) -> Any:
@@ -175,4 +177,4 @@ def encode_with_kio(message: Any) -> bytes:
 
 def decode_with_kio(cls: type[Any], buffer: bytes | bytearray | memoryview, offset: int = 0) -> Any:
     """Decode with kio's generic reader only (reference for the fast path's tests)."""
-    return _decode(cls, buffer, offset)
+    return _decode(cls, buffer, offset, None)

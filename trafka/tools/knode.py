@@ -51,6 +51,7 @@ from trafka.log.storage_failure import halt_on_storage_failure
 from trafka.metadata_quorum.config import QuorumConfigError, create_secret_file, read_secret_file
 from trafka.node.broker import Broker, StartupError
 from trafka.node.config.broker import BrokerConfig, ConfigError, load_properties_file
+from trafka.node.loop_watchdog import LoopWatchdog
 from trafka.tools import local_security
 
 app = typer.Typer(
@@ -77,6 +78,7 @@ def _fail(message: str) -> typer.Exit:
 
 async def _run(broker: Broker) -> None:
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(LoopWatchdog().run)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             await nursery.start(broker.run)
             print(

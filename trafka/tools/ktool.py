@@ -15,6 +15,7 @@ import typer
 
 from trafka.client import command_config
 from trafka.tools.acls_cmd import acls
+from trafka.tools.apiversions_cmd import register as register_api_versions
 from trafka.tools.audit_cmd import audit_app
 from trafka.tools.configs_cmd import configs
 from trafka.tools.console_cmd import consume, produce
@@ -49,6 +50,7 @@ app.command("configs")(configs)
 app.command("metrics")(metrics)
 register_offsets(app)  # get-offsets, delete-records
 register_log_dirs(app)  # log-dirs
+register_api_versions(app)  # broker-api-versions
 app.command("consume")(consume)
 app.command("produce")(produce)
 

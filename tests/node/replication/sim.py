@@ -263,6 +263,7 @@ class SimCluster:
         if decision.role is Role.LEADER:
             broker.following.pop(tp, None)
             log.epochs.assign(state.leader_epoch, log.log_end_offset)
+            previous = broker.leaders.get(tp)
             leader = PartitionLeaderState.become_leader(
                 tp,
                 BrokerId(broker.broker_id),
@@ -276,6 +277,7 @@ class SimCluster:
                 now_ms=self.now_ms,
                 replica_lag_time_max_ms=LAG_MS,
                 min_insync_replicas=self.min_insync_replicas,
+                leading_since_epoch=None if previous is None else previous.leading_since_epoch,
             )
             broker.leaders[tp] = leader
             log.high_watermark = leader.high_watermark

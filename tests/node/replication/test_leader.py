@@ -110,6 +110,50 @@ def test_acks_all_decisions() -> None:
     )
 
 
+def test_acks_all_survives_a_new_epoch_of_the_same_leader_only() -> None:
+    """The controller bumps the leader epoch when it drops a dead follower from the ISR;
+    Kafka keeps the waiting produce (only a leader that is no longer local fails it)."""
+    first = leader(isr=(1, 2, 3), replicas=(1, 2, 3), min_isr=2)
+    first.on_append(Offset(2), T0)
+    assert acks_all_outcome(first, LeaderEpoch(0), Offset(2), T0, T0 + 100) is None
+    bumped = PartitionLeaderState.become_leader(  # epoch 1: same leader, ISR without 3
+        TP,
+        BrokerId(1),
+        leader_epoch=LeaderEpoch(1),
+        controller_epoch=ControllerEpoch(1),
+        replicas=(BrokerId(1), BrokerId(2), BrokerId(3)),
+        isr=(BrokerId(1), BrokerId(2)),
+        zk_version=ZkVersion(1),
+        log_end_offset=Offset(2),
+        high_watermark=Offset(0),
+        now_ms=T0 + 1,
+        replica_lag_time_max_ms=LAG_MS,
+        min_insync_replicas=2,
+        leading_since_epoch=first.leading_since_epoch,
+    )
+    assert acks_all_outcome(bumped, LeaderEpoch(0), Offset(2), T0 + 1, T0 + 100) is None
+    bumped.on_follower_fetch(BrokerId(2), Offset(2), T0 + 2)
+    assert acks_all_outcome(bumped, LeaderEpoch(0), Offset(2), T0 + 2, T0 + 100) is ErrorCode.none
+    # Leadership lost and regained (epoch 2): the log may have been truncated meanwhile.
+    regained = PartitionLeaderState.become_leader(
+        TP,
+        BrokerId(1),
+        leader_epoch=LeaderEpoch(2),
+        controller_epoch=ControllerEpoch(1),
+        replicas=(BrokerId(1), BrokerId(2)),
+        isr=(BrokerId(1), BrokerId(2)),
+        zk_version=ZkVersion(2),
+        log_end_offset=Offset(2),
+        high_watermark=Offset(2),
+        now_ms=T0 + 3,
+    )
+    assert regained.leading_since_epoch == 2
+    assert (
+        acks_all_outcome(regained, LeaderEpoch(0), Offset(2), T0 + 3, T0 + 100)
+        is ErrorCode.not_leader_or_follower
+    )
+
+
 def test_min_insync_replicas_before_and_after_append() -> None:
     state = leader(min_isr=2)
     state.on_append(Offset(1), T0)

@@ -83,6 +83,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for name, p in every
         if services.topics.get(name) is not None
     ]
+    missing = replica_manager.logs_to_create(updates)
+    if missing:  # off the loop: creating a log waits for the disk
+        await trio.to_thread.run_sync(replica_manager.create_logs, missing)
     errors = replica_manager.apply_leader_and_isr(updates)
     return build(
         response_class(request),

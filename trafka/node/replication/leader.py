@@ -125,6 +125,11 @@ class PartitionLeaderState:
     pending_isr: tuple[BrokerId, ...] | None = None
     pending_in_doubt: bool = False
     """The pending write's outcome is unknown; `maybe_shrink_isr` re-issues it."""
+    leading_since_epoch: LeaderEpoch | None = None
+    """The leader epoch at which this broker's unbroken leadership began (`leader_epoch`
+    when None): a LeaderAndIsr that bumps the epoch and keeps this broker leader (the
+    controller removing a dead follower from the ISR) does not end it, so the appends
+    waiting for acks=all stay valid (`acks_all_outcome`)."""
 
     # -- trigger 1: becoming leader --------------------------------------------------------
 
@@ -144,9 +149,13 @@ class PartitionLeaderState:
         now_ms: int,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         min_insync_replicas: int = 1,
+        leading_since_epoch: LeaderEpoch | None = None,
     ) -> PartitionLeaderState:
         """LeaderAndIsr made this broker leader. Followers' LEOs are unknown until they
-        fetch; ISR members count as caught up now (Kafka's `makeLeader`)."""
+        fetch; ISR members count as caught up now (Kafka's `makeLeader`).
+
+        `leading_since_epoch`: when this broker led the partition already (a new epoch, the
+        same leader), the epoch its leadership began at; None for a new leadership."""
         state = cls(
             tp=tp,
             local_broker=local_broker,
@@ -160,6 +169,9 @@ class PartitionLeaderState:
             leader_epoch_start_offset=log_end_offset,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=min_insync_replicas,
+            leading_since_epoch=(
+                leader_epoch if leading_since_epoch is None else leading_since_epoch
+            ),
         )
         # ISR members outside the assignment (a stale request) still hold the HW back.
         for replica in (*replicas, *(r for r in isr if r not in replicas)):
@@ -324,8 +336,20 @@ def acks_all_outcome(
 
     `required_offset` is the offset after the request's last record. Returns None to keep
     waiting, else the error code to answer with (ErrorCode.none = success).
+
+    The wait fails with NOT_LEADER_OR_FOLLOWER only when this broker's leadership that took
+    the append has ended (Kafka's `checkEnoughReplicasReachOffset`: only a leader that is no
+    longer local fails it). A new leader epoch with the same leader (the controller shrank
+    the ISR of a dead follower) keeps it waiting: a leader never truncates its own log, so
+    the records are still there. Leadership lost and regained starts a new
+    `leading_since_epoch`, after the append's epoch: the log may have been truncated.
     """
-    if leader is None or leader.leader_epoch != leader_epoch_at_append:
+    if leader is None or leader.leader_epoch < leader_epoch_at_append:
+        return ErrorCode.not_leader_or_follower
+    since = leader.leading_since_epoch
+    if since is None:
+        since = leader.leader_epoch
+    if since > leader_epoch_at_append:
         return ErrorCode.not_leader_or_follower
     if leader.high_watermark >= required_offset:
         if len(leader.isr) < leader.min_insync_replicas:

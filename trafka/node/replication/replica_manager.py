@@ -292,6 +292,7 @@ class ReplicaManager:
                 self.followers.pop(tp, None)
                 if self.fetchers is not None:
                     self.fetchers.remove(tp)
+                previous = self.leaders.get(tp)  # leading already: a new epoch, same leader
                 self.leaders[tp] = PartitionLeaderState.become_leader(
                     tp,
                     BrokerId(self._node_id),
@@ -307,6 +308,7 @@ class ReplicaManager:
                     min_insync_replicas=self._min_insync_replicas(
                         update.topic, in_force=max(1, len(update.replicas))
                     ),
+                    leading_since_epoch=None if previous is None else previous.leading_since_epoch,
                 )
                 self._high_watermark_moved(tp)
             elif update.leader < 0:
@@ -538,6 +540,27 @@ class ReplicaManager:
         log_dir = manager.dir_of(topic, partition)
         if log_dir is not None:
             manager.mark_dir_offline(log_dir, str(error))
+
+    def logs_to_create(self, updates: list[PartitionStateUpdate]) -> list[tuple[str, int]]:
+        """The partitions of a LeaderAndIsr that this node holds and has no log of yet:
+        the handler creates them with `create_logs` on a worker thread first, because
+        creating a log waits for the disk (directory and `partition.metadata` fsyncs)."""
+        return [
+            (update.topic, update.partition)
+            for update in updates
+            if self._node_id in update.replicas
+            and self._log_manager.get(update.topic, update.partition) is None
+        ]
+
+    def create_logs(self, partitions: list[tuple[str, int]]) -> None:
+        """Create the logs of `partitions`; safe on a worker thread (the log manager has its
+        lock). A failure is left to `apply_leader_and_isr`, which meets it again and answers
+        KAFKA_STORAGE_ERROR for that partition."""
+        for topic, partition in partitions:
+            try:
+                self.get_or_create_log(topic, partition)
+            except Exception as error:
+                log_.debug("creating the log of %s-%d failed: %r", topic, partition, error)
 
     def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
