@@ -454,3 +454,70 @@ def test_kip_430_authorized_operations_and_kip_679_idempotent_producers(
         errors.append(fatal.args[0])
     assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
     assert b"bob-idempotent" not in _log_values(secured)
+
+
+def test_client_quota_apis_need_cluster_alter_and_describe_configs_and_users_are_throttled(
+    secured: SecuredNode, tmp_path: Path
+) -> None:
+    """AlterClientQuotas needs ALTER_CONFIGS, DescribeClientQuotas DESCRIBE_CONFIGS on the
+    cluster (issue 18 item 3); a quota on the SASL user (the request's principal) throttles
+    that user's producer."""
+    from confluent_kafka import Producer
+
+    bootstrap = f"127.0.0.1:{secured.sasl_port}"
+    bob = _command_config(tmp_path, "bob")
+    alice_quota = ("--entity-type", "users", "--entity-name", "alice")
+    for action in (("--alter", "--add-config", "producer_byte_rate=100000"), ("--describe",)):
+        refused = _ktool(secured, bootstrap, bob, *action, *alice_quota, tool="configs")
+        assert refused.returncode == 1
+        assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+    admin = _command_config(tmp_path, "admin")
+    added = _ktool(
+        secured,
+        bootstrap,
+        admin,
+        "--alter",
+        *alice_quota,
+        "--add-config",
+        "producer_byte_rate=100000",
+        tool="configs",
+    )
+    assert added.returncode == 0, added.stderr
+    described = _ktool(secured, bootstrap, admin, "--describe", *alice_quota, tool="configs")
+    assert described.stdout == (
+        "Quota configs for user-principal 'alice' are producer_byte_rate=100000.0\n"
+    )
+    try:
+        throttles: list[int] = []
+
+        def stats(text: str) -> None:
+            import json
+
+            for broker in json.loads(text).get("brokers", {}).values():
+                throttles.append(int(broker.get("throttle", {}).get("max", 0)))
+
+        producer = Producer(
+            secured.client("alice", **{"statistics.interval.ms": 500, "stats_cb": stats})
+        )
+        for _ in range(40):  # 400 kB at 100 kB/s: answered at once with ~3 s of throttle
+            producer.produce(ORDERS, value=b"q" * 10_000)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        started = time.monotonic()  # the next produce waits out the throttle (KIP-219)
+        producer.produce(ORDERS, value=b"after")
+        assert producer.flush(60) == 0
+        elapsed = time.monotonic() - started
+        producer.poll(1.0)
+        assert elapsed >= 1.5, elapsed
+        assert max(throttles, default=0) > 0, throttles
+    finally:
+        _ktool(
+            secured,
+            bootstrap,
+            admin,
+            "--alter",
+            *alice_quota,
+            "--delete-config",
+            "producer_byte_rate",
+            tool="configs",
+        )

@@ -185,3 +185,31 @@ def test_metrics_listener_parses(url: str, expected: tuple[str, int]) -> None:
 def test_bad_metrics_listener(url: str) -> None:
     with pytest.raises(ValueError, match=r"metrics\.listener"):
         parse_metrics_listener(url)
+
+
+def test_quota_and_replication_throttle_families() -> None:
+    from trafka.metrics.families import QuotaSensorState, ReplicationThrottleState
+
+    state = NodeState(
+        quota_sensors=(
+            QuotaSensorState("Produce", "", "slow", 1048000.0, 1048576.0, 2500, 3),
+            QuotaSensorState("Request", "alice", "", 12.5, 10.0, 100, 1),
+            QuotaSensorState("ConnectionCreation", "10.0.0.1", "", 2.0, 3.0, 0, 4),
+        ),
+        quota_throttle_time_ms_totals={"Produce": 2500, "Request": 100},
+        replication_throttles=(
+            ReplicationThrottleState("leader", 5000.0, 10_000),
+            ReplicationThrottleState("follower", 0.0, -1),
+        ),
+    )
+    out = _exposition(NodeMetrics(), state)
+    assert out["kafka_server_produce_byte_rate{client_id=slow,user=}"] == 1048000.0
+    assert out["kafka_server_produce_quota{client_id=slow,user=}"] == 1048576.0
+    assert out["kafka_server_produce_throttle_time_ms_total{client_id=slow,user=}"] == 2500
+    assert out["kafka_server_produce_throttled_total{client_id=slow,user=}"] == 3
+    assert out["kafka_server_request_request_time{client_id=,user=alice}"] == 12.5
+    assert out["kafka_server_connectioncreation_throttled_total{ip=10.0.0.1}"] == 4
+    assert out["kafka_server_quota_throttle_time_ms_total{quota_type=Produce}"] == 2500
+    assert out["kafka_server_leaderreplication_byte_rate{}"] == 5000.0
+    assert out["kafka_server_leaderreplication_throttled_rate{}"] == 10_000
+    assert out["kafka_server_followerreplication_throttled_rate{}"] == -1

@@ -434,3 +434,59 @@ async def test_a_released_turn_lets_the_next_request_start(
         assert frame is not None
         seen.append(headers.parse_response_header(frame, 0)[0])
     assert seen == [1, 2]
+
+
+async def test_a_muted_connection_answers_at_once_then_holds_its_next_request(
+    start_server: StartServer, connect: Connect
+) -> None:
+    """KIP-219: the handler answers at once and mutes the channel; the pipelined request
+    after it starts only once the mute has passed (trafka.net.server.ChannelThrottle)."""
+    started: list[tuple[int, float]] = []
+    toy = ToyBroker()
+
+    async def handler(ctx: RequestContext) -> Any:
+        started.append((ctx.correlation_id, trio.current_time()))
+        response = await toy.handle(ctx)
+        if ctx.correlation_id == 1:
+            assert ctx.channel is not None and ctx.size > 0
+            ctx.channel.mute_for(300)
+        return response
+
+    _, broker = await start_server(handler=handler)
+    client = await connect(broker.port)
+    await client.send(request_frame(metadata_v1(), 1) + request_frame(metadata_v1(), 2))
+    first = await client.read_frame()
+    answered = trio.current_time()
+    assert first is not None and headers.parse_response_header(first, 0)[0] == 1
+    second = await client.read_frame()
+    assert second is not None and headers.parse_response_header(second, 0)[0] == 2
+    assert [c for c, _ in started] == [1, 2]
+    assert started[1][1] - started[0][1] >= 0.29
+    assert answered - started[0][1] < 0.29  # the throttled answer itself was not held
+
+
+async def test_a_connection_policy_refuses_with_a_delayed_close(
+    nursery: trio.Nursery, connect: Connect
+) -> None:
+    class EverySecondRefused:
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, str]] = []
+
+        def admit(self, ip: str, listener_name: str) -> int:
+            self.seen.append((ip, listener_name))
+            return 0 if len(self.seen) % 2 else 200
+
+    policy = EverySecondRefused()
+    toy = ToyBroker()
+    server = KafkaServer(toy.handle, SUPPORTED, connection_policy=policy)
+    bound = await nursery.start(server.serve, [Listener("PLAINTEXT", "127.0.0.1", 0)])
+    accepted = await connect(bound[0].port)
+    await accepted.send(request_frame(metadata_v1(), 7))
+    assert await accepted.read_frame() is not None
+    refused = await connect(bound[0].port)
+    opened = trio.current_time()
+    await refused.send(request_frame(metadata_v1(), 8))
+    await refused.assert_closed_by_server()
+    assert trio.current_time() - opened >= 0.15
+    assert policy.seen == [("127.0.0.1", "PLAINTEXT")] * 2
+    assert server.connection_count == 1

@@ -58,13 +58,29 @@ def child(sequence: int) -> str:
 # ---- pure helpers ---------------------------------------------------------------------------
 
 
-def test_entity_paths_round_trip_and_other_entities_are_ignored() -> None:
+def test_entity_paths_round_trip_and_malformed_paths_are_ignored() -> None:
     assert parse_entity_path(topic_entity_path("orders")) == Entity(EntityType.TOPICS, "orders")
     assert parse_entity_path(broker_entity_path(3)) == Entity(EntityType.BROKERS, "3")
     assert parse_entity_path(broker_entity_path(DEFAULT_BROKER_ENTITY)) == Entity(
         EntityType.BROKERS, "<default>"
     )
-    for ignored in ("users/alice", "clients/c1", "topics", "topics/", "topics/a/b", ""):
+    # Quota entities (Kafka's ZooKeeper mode): applied by the quota service.
+    assert parse_entity_path("users/alice") == Entity(EntityType.USERS, "alice")
+    assert parse_entity_path("users/<default>/clients/c1") == Entity(
+        EntityType.USERS, "<default>/clients/c1"
+    )
+    assert parse_entity_path("clients/c1") == Entity(EntityType.CLIENTS, "c1")
+    assert parse_entity_path("ips/10.0.0.1") == Entity(EntityType.IPS, "10.0.0.1")
+    for ignored in (
+        "topics",
+        "topics/",
+        "topics/a/b",
+        "",
+        "users/a/topics/b",
+        "users/a/clients/",
+        "clients/a/clients/b",
+        "sessions/x",
+    ):
         assert parse_entity_path(ignored) is None
 
 
@@ -182,20 +198,20 @@ async def test_listener_applies_notified_entities_and_its_watch_fires() -> None:
     assert (await listener.run_once()).rescan
     assert recorder.rescans == 1 and recorder.applied == []
     fired = replica.notify(topic_entity_path("orders"))
-    replica.notify("users/alice")  # a quota entity: read and ignored
+    replica.notify("users/alice")  # a quota entity: the quota service applies it
+    replica.notify("sessions/x")  # not an entity: read and ignored
     replica.notify(broker_entity_path(DEFAULT_BROKER_ENTITY))
     assert [event.path for event in fired] == [znodes.CONFIG_CHANGES]
     step = await listener.run_once()
-    assert len(step.notifications) == 3
-    assert recorder.applied == [
+    assert len(step.notifications) == 4
+    applied = [
         Entity(EntityType.TOPICS, "orders"),
+        Entity(EntityType.USERS, "alice"),
         Entity(EntityType.BROKERS, "<default>"),
     ]
+    assert recorder.applied == applied
     assert (await listener.run_once()).notifications == ()
-    assert recorder.applied == [
-        Entity(EntityType.TOPICS, "orders"),
-        Entity(EntityType.BROKERS, "<default>"),
-    ]
+    assert recorder.applied == applied
 
 
 async def test_listener_purges_expired_notifications_and_survives_a_failing_apply() -> None:

@@ -52,3 +52,37 @@ def test_describe_line_is_kafka_configs_sh() -> None:
         "SCRAM credential configs for user-principal 'alice' are "
         "SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=8192"
     )
+
+
+def test_java_double_prints_as_java() -> None:
+    from trafka.tools.configs_cmd import java_double
+
+    assert java_double(1048576.0) == "1048576.0"
+    assert java_double(12.5) == "12.5"
+    assert java_double(2.0e7) == "2.0E7"
+    assert java_double(1.5e10) == "1.5E10"
+    assert java_double(0.0001) == "1.0E-4"
+    assert java_double(0.0) == "0.0"
+    assert java_double(9999999.0) == "9999999.0"
+
+
+def test_add_config_and_entity_pairs() -> None:
+    from trafka.tools.configs_cmd import entities_of, parse_add_config, quota_line
+
+    assert parse_add_config("a=1,cleanup.policy=[compact,delete]") == {
+        "a": "1",
+        "cleanup.policy": "compact,delete",
+    }
+    assert parse_add_config("SCRAM-SHA-256=[password=x]") == {"SCRAM-SHA-256": "[password=x]"}
+    argv = ["configs", "--entity-type", "users", "--entity-default", "--entity-type", "clients"]
+    argv += ["--entity-name", "c1"]
+    assert entities_of(argv, ["users", "clients"], ["c1"], True) == [
+        ("users", None),
+        ("clients", "c1"),
+    ]
+    assert entities_of(["x", "--entity-type", "ips"], ["ips"], [], False) == [("ips", "?")]
+    assert (
+        quota_line([("client-id", "c1"), ("user", None)], [("producer_byte_rate", 1024.0)])
+        == "Quota configs for the default user-principal, client-id 'c1' are "
+        "producer_byte_rate=1024.0"
+    )

@@ -67,6 +67,32 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaSensorState:
+    """One client quota sensor (Kafka's `type=Produce|Fetch|Request, user=, client-id=`
+    MBeans; `ConnectionCreation` for the per-IP connection rate, `user` holding the ip)."""
+
+    quota_type: str
+    user: str
+    client_id: str
+    rate: float
+    bound: float
+    throttle_time_ms_total: int
+    throttled_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationThrottleState:
+    """One side of the KIP-73 replication quota (Kafka's LeaderReplication /
+    FollowerReplication `byte-rate`)."""
+
+    side: str
+    """"leader" or "follower"."""
+    rate_bytes_per_second: float
+    bound_bytes_per_second: int
+    """-1: unthrottled (Long.MAX_VALUE in Kafka's config)."""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """The node's state gauges, read at scrape time (not kept per request)."""
 
@@ -88,6 +114,10 @@ class NodeState:
     """Fetch requests by (fetcher, kind): consumer|follower, sessionless|full|incremental|error."""
     fetch_request_partitions: Mapping[tuple[str, str], int] = field(default_factory=dict)
     fetch_response_partitions: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    quota_sensors: tuple[QuotaSensorState, ...] = ()
+    quota_throttle_time_ms_totals: Mapping[str, int] = field(default_factory=dict)
+    """Per quota type (Produce, Fetch, Request, ConnectionCreation), every sensor ever."""
+    replication_throttles: tuple[ReplicationThrottleState, ...] = ()
 
 
 def _histogram(
@@ -235,6 +265,7 @@ def families(counters: NodeMetrics, state: NodeState) -> list[Metric]:
         for listener, value in sorted(counter.items()):
             net.add_metric([listener], value)
         out.append(net)
+    out += _quota_families(state)
     # --- quorum --------------------------------------------------------------------------
     out += [
         _gauge(
@@ -287,6 +318,75 @@ def _fetch_session_families(state: NodeState) -> Iterator[Metric]:
         for (fetcher, kind), value in sorted(counter.items()):
             family.add_metric([fetcher, kind], value)
         yield family
+
+
+def _quota_families(state: NodeState) -> list[Metric]:
+    """Client quota sensors (`kafka_server_<type>_...{user, client_id}`), throttle totals
+    and the KIP-73 replication byte rates."""
+    out: list[Metric] = []
+    for quota_type, rate_name, rate_doc in (
+        ("Produce", "byte_rate", "Bytes/s produced, over the quota window"),
+        ("Fetch", "byte_rate", "Bytes/s fetched, over the quota window"),
+        ("Request", "request_time", "Handler time, percent of one thread, over the window"),
+    ):
+        prefix = f"kafka_server_{quota_type.lower()}_"
+        sensors = [q for q in state.quota_sensors if q.quota_type == quota_type]
+        labels = ["user", "client_id"]
+        rate = GaugeMetricFamily(prefix + rate_name, rate_doc, labels=labels)
+        bound = GaugeMetricFamily(prefix + "quota", "The quota that applies", labels=labels)
+        throttle = CounterMetricFamily(
+            prefix + "throttle_time_ms", "Throttle time handed out (ms)", labels=labels
+        )
+        throttled = CounterMetricFamily(
+            prefix + "throttled", "Responses with a throttle time", labels=labels
+        )
+        for q in sensors:
+            values = [q.user, q.client_id]
+            rate.add_metric(values, q.rate)
+            bound.add_metric(values, q.bound)
+            throttle.add_metric(values, q.throttle_time_ms_total)
+            throttled.add_metric(values, q.throttled_total)
+        out += [rate, bound, throttle, throttled]
+    connections = GaugeMetricFamily(
+        "kafka_server_connectioncreation_connection_creation_rate",
+        "Connections/s accepted per IP under a connection_creation_rate quota",
+        labels=["ip"],
+    )
+    refused = CounterMetricFamily(
+        "kafka_server_connectioncreation_throttled",
+        "Connections closed for their IP's connection_creation_rate",
+        labels=["ip"],
+    )
+    for q in state.quota_sensors:
+        if q.quota_type == "ConnectionCreation":
+            connections.add_metric([q.user], q.rate)
+            refused.add_metric([q.user], q.throttled_total)
+    out += [connections, refused]
+    totals = CounterMetricFamily(
+        "kafka_server_quota_throttle_time_ms",
+        "Throttle time handed out by all sensors of a quota type (ms)",
+        labels=["quota_type"],
+    )
+    for quota_type, value in sorted(state.quota_throttle_time_ms_totals.items()):
+        totals.add_metric([quota_type], value)
+    out.append(totals)
+    for side in state.replication_throttles:
+        name = f"kafka_server_{side.side}replication_"
+        out.append(
+            _gauge(
+                name + "byte_rate",
+                f"Bytes/s of {side.side}-side throttled replication (KIP-73)",
+                side.rate_bytes_per_second,
+            )
+        )
+        out.append(
+            _gauge(
+                name + "throttled_rate",
+                f"{side.side}.replication.throttled.rate in force (-1: unthrottled)",
+                side.bound_bytes_per_second,
+            )
+        )
+    return out
 
 
 _LOG_GAUGES: tuple[tuple[str, str, Callable[[PartitionState], int]], ...] = (

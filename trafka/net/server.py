@@ -51,9 +51,17 @@ handshake before the first frame (bounded by a timeout) and serves through a TLS
 ApiVersions/SaslHandshake/SaslAuthenticate are served until the session is authenticated;
 a failed authentication is answered and then the connection closes.
 
-NOT implemented: quotas/throttling, per-listener ``max.connections``, KIP-306
-connection-rate limits, muting a channel while a request is handled (we pipeline instead,
-with side effects in arrival order: RequestTurn).
+Quotas (KIP-219): the server knows no quota, it offers two mechanisms the node uses
+(`trafka.node.quota`): a handler may *mute* its connection (`RequestContext.channel`,
+`ChannelThrottle.mute_for`) after answering at once with its throttle time: no further frame
+is read, and no request already read starts, until the time has passed (Kafka 2.0+ mutes the
+channel the same way); and a `ConnectionPolicy` given to the server decides per new
+connection whether it is accepted or closed after a delay (the per-IP
+`connection_creation_rate`, KIP-612).
+
+NOT implemented: per-listener ``max.connections``, the broker-wide and per-listener
+connection-creation rates (`max.connection.creation.rate`, KIP-612), muting a channel while a
+request is handled (we pipeline instead, with side effects in arrival order: RequestTurn).
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
@@ -203,6 +211,40 @@ class RequestTurn:
         self.released.set()
 
 
+class ChannelThrottle:
+    """A connection's mute (KIP-219): `mute_for(ms)` stops reading frames and starting the
+    requests already read until the time has passed. A longer mute replaces a shorter one;
+    never longer than `MAX_MUTE_MS`."""
+
+    __slots__ = ("muted_until",)
+
+    MAX_MUTE_MS: Final = 60_000
+
+    def __init__(self) -> None:
+        self.muted_until = 0.0
+        """trio.current_time() until which the connection is muted."""
+
+    def mute_for(self, duration_ms: int) -> None:
+        if duration_ms > 0:
+            until = trio.current_time() + min(duration_ms, self.MAX_MUTE_MS) / 1000
+            self.muted_until = max(self.muted_until, until)
+
+    async def wait_unmuted(self) -> None:
+        while self.muted_until > trio.current_time():
+            await trio.sleep_until(self.muted_until)
+
+
+class ConnectionPolicy(Protocol):
+    """Decides about each new connection (the node's per-IP connection-creation quota)."""
+
+    def admit(self, ip: str, listener_name: str) -> int:
+        """0: serve the connection; else close it after this many ms (at most 10 s)."""
+        ...
+
+
+MAX_REFUSAL_DELAY_MS: Final = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a handler gets: the parsed header, the decoded request, who sent it and where,
@@ -218,6 +260,10 @@ class RequestContext:
     session: ConnectionSession | None = None
     large: bool = False
     """Decoded in slices (`trafka.net.large_requests`); the GC pause ends with its handler."""
+    size: int = 0
+    """The request frame's size in bytes (what a produce byte-rate quota counts)."""
+    channel: ChannelThrottle | None = None
+    """The connection's mute (quota throttling, KIP-219)."""
 
     @property
     def api_key(self) -> int:
@@ -339,6 +385,7 @@ class _Connection:
         self.order_send, self.order_receive = trio.open_memory_channel[_Pending](math.inf)
         #: Released when the latest request's side effects are done (see RequestTurn).
         self.last_released: trio.Event | None = None
+        self.throttle = ChannelThrottle()
         self.reader = FrameReader(
             self.socket,
             max_frame_bytes=config.socket_request_max_bytes,
@@ -375,6 +422,7 @@ class _Connection:
         self.nursery = nursery
         while True:
             await self.slots.acquire()
+            await self.throttle.wait_unmuted()
             frame = await self.reader.next_frame(self._reserve, self._check_header)
             if frame is None:
                 self.slots.release()
@@ -485,6 +533,8 @@ class _Connection:
             turn=turn,
             session=self.session,
             large=slices is not None or paused,
+            size=len(frame),
+            channel=self.throttle,
         )
 
     def _raw_sasl_token(self, frame: bytes | memoryview) -> list[Chunk]:
@@ -500,6 +550,7 @@ class _Connection:
     async def _handle(self, context: RequestContext, pending: _Pending) -> None:
         try:
             await context.turn.wait()
+            await self.throttle.wait_unmuted()
             if pending.received_s:
                 pending.started_s = time.perf_counter()
             response = await self.server.handler(context)
@@ -643,8 +694,10 @@ class KafkaServer:
         handler: RequestHandler,
         supported: protocol.SupportedApis,
         config: ServerConfig | None = None,
+        connection_policy: ConnectionPolicy | None = None,
     ) -> None:
         self.handler = handler
+        self.connection_policy = connection_policy
         self.supported = supported
         self.config = config or ServerConfig()
         self._connections_by_ip: dict[str, int] = {}
@@ -709,6 +762,20 @@ class KafkaServer:
             return
         self._connection_count += 1
         self._connections_by_ip[ip] = per_ip + 1
+        delay_ms = (
+            0 if self.connection_policy is None else self.connection_policy.admit(ip, listener_name)
+        )
+        if delay_ms > 0:
+            # Kafka's ConnectionThrottledException: closed after the throttle time (counted
+            # against max.connections meanwhile, so refused connections stay bounded).
+            log.info("connection from %s throttled; closing in %d ms", ip, delay_ms)
+            try:
+                await trio.sleep(min(delay_ms, MAX_REFUSAL_DELAY_MS) / 1000)
+            finally:
+                self._forget_connection(ip)
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+            return
         metrics = self.metrics
         if metrics is not None:
             metrics.connection_opened(listener_name)
@@ -730,11 +797,14 @@ class KafkaServer:
         finally:
             if metrics is not None:
                 metrics.connection_closed(listener_name)
-            self._connection_count -= 1
-            remaining = self._connections_by_ip[ip] - 1
-            if remaining:
-                self._connections_by_ip[ip] = remaining
-            else:
-                del self._connections_by_ip[ip]
+            self._forget_connection(ip)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _forget_connection(self, ip: str) -> None:
+        self._connection_count -= 1
+        remaining = self._connections_by_ip[ip] - 1
+        if remaining:
+            self._connections_by_ip[ip] = remaining
+        else:
+            del self._connections_by_ip[ip]

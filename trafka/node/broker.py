@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import time
 
 import trio
 
@@ -71,6 +72,9 @@ from trafka.node.metadata_store import MetadataStore
 from trafka.node.metrics_service import MetricsService, start_metrics
 from trafka.node.node_tasks import QuorumListeners
 from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.quota.manager import QuotaManager
+from trafka.node.quota.service import QuotaService
+from trafka.node.quota.throttling import with_throttle_time
 from trafka.node.registration import follow_quorum_events, load_cluster_id, register
 from trafka.node.replication.replica_fetcher import ReplicaFetchers
 from trafka.node.replication.replica_manager import ReplicaManager
@@ -140,6 +144,8 @@ class Broker:
         *,
         listener_name: str | None = None,
         session: ConnectionSession | None = None,
+        request_bytes: int = 0,
+        channel: net_server.ChannelThrottle | None = None,
     ) -> object:
         handler = self.registry.get(header.api_key)
         assert handler is not None and self.services is not None
@@ -167,8 +173,42 @@ class Broker:
         )
         if refused is not None:
             return refused
+        started_s = time.perf_counter()
         response: object = await handler.handle(ctx, request)
+        quotas = self.services.quotas
+        if quotas is not None and quotas.manager.any_client_quota:
+            response, throttle_ms = self._throttle(
+                quotas, ctx, request, response, started_s, request_bytes
+            )
+            if channel is not None and throttle_ms > 0:
+                channel.mute_for(throttle_ms)
         return response
+
+    def _throttle(
+        self,
+        quotas: QuotaService,
+        ctx: RequestContext,
+        request: object,
+        response: object,
+        started_s: float,
+        request_bytes: int,
+    ) -> tuple[object, int]:
+        """Client quotas (`trafka.node.quota.throttling`): record the request's cost, put
+        the throttle time in the response; the caller mutes the connection for it."""
+        released_s = ctx.turn.released_at
+        ended_s = released_s if started_s <= released_s else time.perf_counter()
+        throttle_ms = quotas.charge(
+            ctx.api_key,
+            request,
+            response,
+            user=ctx.principal.name,
+            client_id=ctx.client_id or "",
+            request_bytes=request_bytes,
+            handler_ms=(ended_s - started_s) * 1000,
+        )
+        if throttle_ms <= 0 or response is None:
+            return response, throttle_ms
+        return with_throttle_time(ctx.api_key, ctx.api_version, response, throttle_ms), throttle_ms
 
     async def _handle_net_request(self, net_ctx: net_server.RequestContext) -> object:
         return await self.dispatch(
@@ -178,6 +218,8 @@ class Broker:
             net_ctx.turn,
             listener_name=net_ctx.listener_name,
             session=net_ctx.session,
+            request_bytes=net_ctx.size,
+            channel=net_ctx.channel,
         )
 
     async def _prepare_supported_apis(self) -> None:
@@ -295,6 +337,16 @@ class Broker:
             else None
         )
         acls = acl_service_for(self.authorizer, store, clock)
+        quotas = QuotaService(
+            store,
+            QuotaManager(
+                window_num=config.get_int("quota.window.num"),
+                window_size_ms=config.get_int("quota.window.size.seconds") * 1000,
+            ),
+            now_ms=clock.now_ms,
+        )
+        quotas.load()
+        configs.on_quota_entities.append(quotas.apply_path)
         services = NodeServices(
             node_id=node_id,
             cluster_id=cluster_id,
@@ -314,6 +366,7 @@ class Broker:
             fetch_sessions=FetchSessionCache(
                 config.get_int("max.incremental.fetch.session.cache.slots"), rng=random.Random()
             ),
+            quotas=quotas,
         )
         self.services = services
         self._shutdown = ControlledShutdownClient(
@@ -381,10 +434,13 @@ class Broker:
         """Bind the listeners (trafka.net's KafkaServer); a busy port is a StartupError."""
         await self._supported_ready.wait()
         assert self._supported is not None
-        kafka_server = net_server.KafkaServer(
-            self._handle_net_request, self._supported, startup.server_config(self.config)
-        )
         assert self.services is not None
+        kafka_server = net_server.KafkaServer(
+            self._handle_net_request,
+            self._supported,
+            startup.server_config(self.config),
+            connection_policy=self.services.quotas,
+        )
         self.metrics = await start_metrics(
             nursery, self.config.get("metrics.listener") or "", self.services, kafka_server
         )

@@ -22,9 +22,17 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from trafka.metrics.families import NodeState, PartitionState, families
+from trafka.metrics.families import (
+    NodeState,
+    PartitionState,
+    QuotaSensorState,
+    ReplicationThrottleState,
+    families,
+)
 from trafka.metrics.registry import NodeMetrics
+from trafka.node.clock import SYSTEM_CLOCK
 from trafka.node.replication.ids import TopicPartition
+from trafka.node.replication.throttle import LONG_MAX
 from trafka.node.startup import StartupError
 
 if TYPE_CHECKING:
@@ -73,6 +81,27 @@ def read_node_state(services: NodeServices) -> NodeState:
     uncommitted = (
         max(0, quorum.leader_log_end_offset - quorum.high_watermark) if quorum.is_leader else 0
     )
+    quota_sensors: tuple[QuotaSensorState, ...] = ()
+    quota_totals: dict[str, int] = {}
+    quotas = services.quotas
+    if quotas is not None:
+        now_ms = quotas.now_ms()
+        quota_sensors = tuple(
+            QuotaSensorState(
+                sensor.quota_type.metric_type,
+                sensor.tags[0],
+                sensor.tags[1],
+                sensor.rate,
+                sensor.bound,
+                sensor.throttle_time_ms_total,
+                sensor.throttled_count,
+            )
+            for sensor in quotas.manager.snapshot(now_ms)
+        )
+        quota_totals = {
+            quota_type.metric_type: value
+            for quota_type, value in quotas.manager.throttle_time_ms_totals.items()
+        }
     sessions = services.fetch_sessions
     stats = sessions.stats
     return NodeState(
@@ -82,6 +111,9 @@ def read_node_state(services: NodeServices) -> NodeState:
         fetch_requests=dict(stats.requests),
         fetch_request_partitions=dict(stats.request_partitions),
         fetch_response_partitions=dict(stats.response_partitions),
+        quota_sensors=quota_sensors,
+        quota_throttle_time_ms_totals=quota_totals,
+        replication_throttles=_replication_throttles(services),
         partitions=tuple(partitions),
         active_controller=controller is not None and controller.is_active,
         offline_partitions=sum(1 for p in all_parts if p.leader not in live),
@@ -93,6 +125,22 @@ def read_node_state(services: NodeServices) -> NodeState:
         quorum_high_watermark=quorum.high_watermark,
         quorum_uncommitted=uncommitted,
     )
+
+
+def _replication_throttles(services: NodeServices) -> tuple[ReplicationThrottleState, ...]:
+    replicas = services.replicas
+    now_ms = services.quotas.now_ms() if services.quotas is not None else SYSTEM_CLOCK.now_ms()
+    sides = []
+    for side, quota in (("leader", replicas.leader_quota), ("follower", replicas.follower_quota)):
+        bound = quota.bound_bytes_per_second
+        sides.append(
+            ReplicationThrottleState(
+                side,
+                quota.rate.rate_bytes_per_second(now_ms),
+                -1 if bound >= LONG_MAX else bound,
+            )
+        )
+    return tuple(sides)
 
 
 class _NodeCollector:

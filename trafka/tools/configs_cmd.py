@@ -1,20 +1,33 @@
-"""`ktool configs --entity-type users`: SCRAM credentials as kafka-configs.sh manages them.
+"""`ktool configs`: kafka-configs.sh (Kafka's ConfigCommand) for topics, brokers, users,
+clients and ips.
 
-    ktool configs --bootstrap-server HOST:PORT --command-config admin.properties --alter \\
-        --entity-type users --entity-name alice \\
-        --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
+    ktool configs --bootstrap-server HOST:PORT [--command-config admin.properties] \\
+        --describe|--alter --entity-type topics|brokers|users|clients|ips \\
+        (--entity-name X | --entity-default) [--add-config k=v,...] [--delete-config k,...]
     ktool configs ... --alter --entity-type users --entity-name alice \\
-        --delete-config SCRAM-SHA-512
-    ktool configs ... --describe --entity-type users [--entity-name alice]
+        --entity-type clients --entity-name c1 --add-config producer_byte_rate=1048576
+    ktool configs ... --alter --entity-type users --entity-name alice \\
+        --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
 
-As Kafka's ConfigCommand (KIP-554): the tool salts the password itself (a random 32-byte
-salt, `iterations` default 4096) and sends AlterUserScramCredentials (51) with the salted
-password only; the broker stores the derived keys (docs/security.md). Output lines are
-kafka-configs.sh's: "Completed updating config for user alice." and "SCRAM credential
-configs for user-principal 'alice' are SCRAM-SHA-512=iterations=8192".
+* topics / brokers: DescribeConfigs (32) and IncrementalAlterConfigs (44, SET for
+  --add-config, DELETE for --delete-config), as Kafka 4's tool. --describe prints the
+  dynamic configs ("Dynamic configs for topic t are:", each line
+  `  key=value sensitive=false synonyms={SOURCE:key=value, ...}`), `--all` every config;
+  a broker's configs are asked of that broker; `--entity-default` is the cluster default
+  (`/config/brokers/<default>`); brokers without a name: every live broker, then the
+  default.
+* users / clients / ips (quotas, KIP-546): AlterClientQuotas (49) / DescribeClientQuotas
+  (48) with a strict filter; lines "Quota configs for user-principal 'alice', client-id
+  'c1' are producer_byte_rate=1048576.0" (values as Java prints a double);
+  `--entity-default` is the default entity, and --entity-type users --entity-type clients
+  combine (each --entity-name / --entity-default goes with the --entity-type before it).
+* users' SCRAM credentials (KIP-554): SCRAM-SHA-256 / SCRAM-SHA-512 keys go to
+  AlterUserScramCredentials (51) / DescribeUserScramCredentials (50), the rest to quotas.
+  The tool salts the password itself (a random 32-byte salt, `iterations` default 4096)
+  and sends the salted password only; the broker stores the derived keys.
 
-Not implemented: other entity types (topics and brokers: `ktool topics` and Kafka's own
-admin clients; quotas do not exist here), `--add-config-file`, `--bootstrap-controller`.
+Not implemented: `--add-config-file`, `--bootstrap-controller`, `--entity-type
+broker-loggers|client-metrics|groups`, `--zookeeper`.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, salted_password
+from trafka.tools.offsets_cmd import ClusterClient
 
 ALTER_USER_SCRAM = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 DESCRIBE_USER_SCRAM = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
@@ -148,67 +162,458 @@ def _error(code: int, message: str | None) -> str:
     return f"{name}: {message}" if message else name
 
 
+ENTITY_TYPES: Final = {
+    "topics": "topics",
+    "topic": "topics",
+    "brokers": "brokers",
+    "broker": "brokers",
+    "users": "users",
+    "user": "users",
+    "clients": "clients",
+    "client": "clients",
+    "ips": "ips",
+    "ip": "ips",
+}
+QUOTA_ENTITY_TYPE: Final = {"users": "user", "clients": "client-id", "ips": "ip"}
+QUOTA_WORDS: Final = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+RESOURCE_TYPE: Final = {"topics": 2, "brokers": 4}
+SOURCE_NAMES: Final = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+DEFAULT_ENTITY: Final = "<default>"
+
+
+def java_double(value: float) -> str:
+    """A double as Java's `Double.toString` prints it (kafka-configs.sh prints quota values
+    so): `1048576.0`, `12.5`, `1.0E7` from 10^7 up, `1.0E-4` below 10^-3."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return {True: "NaN"}.get(value != value, "Infinity" if value > 0 else "-Infinity")
+    magnitude = abs(value)
+    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
+        text = repr(float(value))
+        return text if "e" not in text else f"{value:.1f}"
+    mantissa, _, exponent = f"{value!r}".partition("e")
+    if not exponent:  # repr chose positional notation
+        mantissa, _, exponent = f"{value:e}".partition("e")
+        mantissa = mantissa.rstrip("0")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if mantissa.endswith("."):
+        mantissa += "0"
+    return f"{mantissa}E{int(exponent)}"
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """`k=v,k2=[a,b]` (kafka-configs.sh: square brackets hold commas)."""
+    found: dict[str, str] = {}
+    for item in split_top_level(text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigCommandError(
+                f"Invalid entity config: all configs to be added must be in the format "
+                f'"key=val" (got {item!r})'
+            )
+        value = value.strip()
+        if (
+            value.startswith("[")
+            and value.endswith("]")
+            and not key.strip().upper().startswith("SCRAM-")
+        ):
+            value = value[1:-1]
+        found[key.strip()] = value
+    return found
+
+
+def entities_of(
+    argv: list[str], entity_types: list[str], entity_names: list[str], default: bool
+) -> list[tuple[str, str | None]]:
+    """(entity type, name or None for the default) pairs, in command-line order: each
+    --entity-name / --entity-default belongs to the --entity-type before it."""
+    pairs: list[tuple[str, str | None]] = []
+    types = iter(entity_types)
+    names = iter(entity_names)
+    current: str | None = None
+    pending: str | None = None
+    for arg in argv:
+        if arg in ("--entity-type",) or arg.startswith("--entity-type="):
+            if current is not None and pending is not None:
+                pairs.append((current, pending))
+            current, pending = ENTITY_TYPES.get(next(types, ""), ""), "?"
+        elif arg in ("--entity-name",) or arg.startswith("--entity-name="):
+            pending = next(names, "")
+        elif arg == "--entity-default":
+            pending = None
+            if current is not None:
+                pairs.append((current, None))
+                current, pending = None, None
+    if current is not None and pending is not None:
+        pairs.append((current, pending))
+    if not pairs:  # called without sys.argv (tests): one type, one name or the default
+        for entity_type in entity_types:
+            pairs.append((ENTITY_TYPES.get(entity_type, ""), None if default else next(names, "?")))
+    return [(t, n) for t, n in pairs]
+
+
+def _kafka_error(code: int, message: str | None) -> ConfigCommandError:
+    return ConfigCommandError(_error(code, message))
+
+
+# ---- topics and brokers ---------------------------------------------------------------------
+
+
+async def _describe_resource(
+    cluster: ClusterClient, entity_type: str, name: str, describe_all: bool
+) -> list[str]:
+    resource_type = RESOURCE_TYPE[entity_type]
+    if entity_type == "brokers" and name not in ("", DEFAULT_ENTITY):
+        broker = int(name) if name.isdigit() else -1
+        if broker not in cluster.brokers:
+            raise ConfigCommandError(f"The broker {name} does not exist")
+        address = cluster.brokers[broker]
+    else:
+        address = cluster.bootstrap[0]
+    wire_name = "" if name == DEFAULT_ENTITY else name
+    response = await cluster.call(
+        address,
+        ApiKey.DESCRIBE_CONFIGS,
+        {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": wire_name,
+                    "configuration_keys": None,
+                }
+            ],
+            "include_synonyms": True,
+            "include_documentation": False,
+        },
+        4,
+        1,
+    )
+    result = response.results[0]
+    if int(result.error_code) != 0:
+        raise _kafka_error(int(result.error_code), result.error_message)
+    wanted = {
+        "topics": {1},
+        "brokers": {3} if name == DEFAULT_ENTITY else {2},
+    }[entity_type]
+    lines = []
+    for entry in sorted(result.configs, key=lambda c: str(c.name)):
+        if not describe_all and int(entry.config_source) not in wanted:
+            continue
+        synonyms = ", ".join(
+            f"{SOURCE_NAMES.get(int(s.source), 'UNKNOWN')}:{s.name}={s.value}"
+            for s in entry.synonyms
+            if describe_all or int(s.source) in wanted or entity_type == "topics"
+        )
+        value = None if entry.is_sensitive else entry.value
+        lines.append(
+            f"  {entry.name}={value if value is not None else 'null'} "
+            f"sensitive={str(bool(entry.is_sensitive)).lower()} synonyms={{{synonyms}}}"
+        )
+    return lines
+
+
+async def describe_resources(
+    cluster: ClusterClient, entity_type: str, name: str | None, describe_all: bool
+) -> list[str]:
+    await cluster.load_metadata()
+    if name is not None:
+        names = [name]
+    elif entity_type == "topics":
+        names = sorted({topic for topic, _ in cluster.leaders})
+    else:
+        names = [str(b) for b in sorted(cluster.brokers)] + [DEFAULT_ENTITY]
+    out: list[str] = []
+    for entity in names:
+        if entity == DEFAULT_ENTITY:
+            out.append(f"Default configs for {entity_type} in the cluster are:")
+        else:
+            source = "All" if describe_all else "Dynamic"
+            out.append(f"{source} configs for {entity_type[:-1]} {entity} are:")
+        out += await _describe_resource(cluster, entity_type, entity, describe_all)
+    return out
+
+
+async def alter_resource(
+    cluster: ClusterClient,
+    entity_type: str,
+    name: str,
+    added: dict[str, str],
+    deleted: list[str],
+) -> None:
+    await cluster.load_metadata()
+    if entity_type == "topics" and name not in {t for t, _ in cluster.leaders}:
+        raise ConfigCommandError(f"Topic '{name}' does not exist")
+    address = cluster.bootstrap[0]
+    if entity_type == "brokers" and name != DEFAULT_ENTITY:
+        broker = int(name) if name.isdigit() else -1
+        if broker not in cluster.brokers:
+            raise ConfigCommandError(f"The broker {name} does not exist")
+        address = cluster.brokers[broker]
+    configs = [{"name": k, "config_operation": 0, "value": v} for k, v in added.items()]
+    configs += [{"name": k, "config_operation": 1, "value": None} for k in deleted]
+    response = await cluster.call(
+        address,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_TYPE[entity_type],
+                    "resource_name": "" if name == DEFAULT_ENTITY else name,
+                    "configs": configs,
+                }
+            ],
+            "validate_only": False,
+        },
+        1,
+    )
+    for result in response.responses:
+        if int(result.error_code) != 0:
+            raise _kafka_error(int(result.error_code), result.error_message)
+
+
+# ---- quotas ---------------------------------------------------------------------------------
+
+
+def quota_line(entity: list[tuple[str, str | None]], values: list[tuple[str, float]]) -> str:
+    order = {"user": 0, "client-id": 1, "ip": 2}
+    parts = []
+    for entity_type, name in sorted(entity, key=lambda item: order.get(item[0], 3)):
+        word = QUOTA_WORDS.get(entity_type, entity_type)
+        parts.append(f"{word} '{name}'" if name is not None else f"the default {word}")
+    rendered = ", ".join(f"{key}={java_double(value)}" for key, value in values)
+    return f"Quota configs for {', '.join(parts)} are {rendered}"
+
+
+async def describe_quotas(
+    cluster: ClusterClient, entities: list[tuple[str, str | None]]
+) -> list[str]:
+    components = []
+    for entity_type, name in entities:
+        quota_type = QUOTA_ENTITY_TYPE[entity_type]
+        if name == "?":  # no --entity-name: any specified entity of that type
+            components.append({"entity_type": quota_type, "match_type": 2, "match": None})
+        elif name is None:
+            components.append({"entity_type": quota_type, "match_type": 1, "match": None})
+        else:
+            components.append({"entity_type": quota_type, "match_type": 0, "match": name})
+    response = await cluster.call(
+        cluster.bootstrap[0],
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        {"components": components, "strict": True},
+        1,
+    )
+    if int(response.error_code) != 0:
+        raise _kafka_error(int(response.error_code), response.error_message)
+    lines = []
+    for entry in response.entries or ():
+        entity = [(str(e.entity_type), e.entity_name) for e in entry.entity]
+        values = [(str(v.key), float(v.value)) for v in entry.values]
+        lines.append(quota_line(entity, values))
+    return lines
+
+
+async def alter_quotas(
+    cluster: ClusterClient,
+    entities: list[tuple[str, str | None]],
+    added: dict[str, str],
+    deleted: list[str],
+) -> None:
+    ops: list[dict[str, Any]] = []
+    for key, value in added.items():
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigCommandError(
+                f"Cannot parse quota configuration value for {key}: {value}"
+            ) from None
+        ops.append({"key": key, "value": number, "remove": False})
+    ops += [{"key": key, "value": 0.0, "remove": True} for key in deleted]
+    response = await cluster.call(
+        cluster.bootstrap[0],
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        {
+            "entries": [
+                {
+                    "entity": [
+                        {"entity_type": QUOTA_ENTITY_TYPE[t], "entity_name": n} for t, n in entities
+                    ],
+                    "ops": ops,
+                }
+            ],
+            "validate_only": False,
+        },
+        1,
+    )
+    for entry in response.entries:
+        if int(entry.error_code) != 0:
+            raise _kafka_error(int(entry.error_code), entry.error_message)
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+def _scram_alter(bootstrap: str, user: str, added: str, deleted: list[str]) -> None:
+    configs = parse_scram_configs(added) if added else {}
+    data = {
+        "deletions": [{"name": user, "mechanism": MECHANISM_CODES[m]} for m in deleted],
+        "upsertions": upsertions(user, configs),
+    }
+    response = trio.run(_request, bootstrap, ALTER_USER_SCRAM, data)
+    for result in response.results:
+        if int(result.error_code) != 0:
+            raise ConfigCommandError(_error(int(result.error_code), result.error_message))
+
+
+def _scram_describe(bootstrap: str, user: str | None) -> list[str]:
+    users = [{"name": user}] if user else None
+    response = trio.run(_request, bootstrap, DESCRIBE_USER_SCRAM, {"users": users})
+    if int(response.error_code) != 0:
+        raise ConfigCommandError(_error(int(response.error_code), response.error_message))
+    lines = []
+    for result in response.results:
+        if int(result.error_code) != 0:
+            if user:  # Kafka prints nothing for a user without credentials
+                continue
+            raise ConfigCommandError(_error(int(result.error_code), result.error_message))
+        credentials = [(int(c.mechanism), int(c.iterations)) for c in result.credential_infos]
+        if credentials:
+            lines.append(describe_line(str(result.user), credentials))
+    return lines
+
+
 def configs(
     bootstrap_server: Annotated[
         str, typer.Option("--bootstrap-server", help="host:port of any broker.")
     ] = "localhost:9092",
     entity_type: Annotated[
-        str, typer.Option("--entity-type", help="users (SCRAM credentials).")
-    ] = "",
-    entity_name: Annotated[str | None, typer.Option("--entity-name", help="The user.")] = None,
+        list[str] | None,
+        typer.Option("--entity-type", help="topics, brokers, users, clients or ips (repeatable)."),
+    ] = None,
+    entity_name: Annotated[
+        list[str] | None, typer.Option("--entity-name", help="The entity's name (repeatable).")
+    ] = None,
+    entity_default: Annotated[
+        bool, typer.Option("--entity-default", help="The default entity of the type.")
+    ] = False,
     alter: Annotated[bool, typer.Option("--alter", help="Add or delete configs.")] = False,
     describe: Annotated[bool, typer.Option("--describe", help="Show the configs.")] = False,
+    describe_all: Annotated[
+        bool, typer.Option("--all", help="With --describe: every config, not only dynamic ones.")
+    ] = False,
     add_config: Annotated[
         str | None,
-        typer.Option("--add-config", help="'SCRAM-SHA-512=[iterations=8192,password=...]'"),
+        typer.Option("--add-config", help="k=v,k2=[v1,v2],... ('SCRAM-SHA-512=[password=..]')"),
     ] = None,
-    delete_config: Annotated[
-        str | None, typer.Option("--delete-config", help="SCRAM-SHA-256,SCRAM-SHA-512")
-    ] = None,
+    delete_config: Annotated[str | None, typer.Option("--delete-config", help="k1,k2,...")] = None,
 ) -> None:
-    """SCRAM credentials of users (kafka-configs.sh --entity-type users)."""
+    """Describe or alter configs and quotas (kafka-configs.sh)."""
+    import sys
+
     try:
-        if entity_type not in ("users", "user"):
-            raise ConfigCommandError(
-                "only --entity-type users (SCRAM credentials) is implemented; "
-                "topic configs: ktool topics, or any Kafka admin client"
-            )
         if alter == describe:
             raise ConfigCommandError("Command must include exactly one action: --describe, --alter")
+        types = [ENTITY_TYPES.get(t.strip(), "") for t in entity_type or []]
+        if not types or "" in types:
+            raise ConfigCommandError(
+                "--entity-type must be one of topics, brokers, users, clients, ips"
+            )
+        entities = entities_of(sys.argv, entity_type or [], entity_name or [], entity_default)
+        if len({t for t, _ in entities}) != len(entities) or not entities:
+            raise ConfigCommandError("each --entity-type may be given once")
+        quota_types = {"users", "clients", "ips"}
+        kinds = {t for t, _ in entities}
+        if kinds - quota_types and len(entities) > 1:
+            raise ConfigCommandError("topics and brokers take one --entity-type")
+        if "ips" in kinds and len(entities) > 1:
+            raise ConfigCommandError("ips cannot be combined with users or clients")
+        added = parse_add_config(add_config or "")
+        deleted = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
+        first_type, first_name = entities[0]
         if alter:
-            if not entity_name:
-                raise ConfigCommandError("an --entity-name must be specified with --alter")
-            added = parse_scram_configs(add_config or "")
-            deleted = [m.strip().upper() for m in (delete_config or "").split(",") if m.strip()]
-            for mechanism in deleted:
-                if mechanism not in MECHANISM_CODES:
-                    raise ConfigCommandError(f"Invalid config(s): {mechanism}")
+            if any(name == "?" for _, name in entities):
+                raise ConfigCommandError(
+                    "an entity name must be specified with --alter of "
+                    + ", ".join(t for t, n in entities if n == "?")
+                )
             if not added and not deleted:
                 raise ConfigCommandError("--alter needs --add-config or --delete-config")
-            data = {
-                "deletions": [
-                    {"name": entity_name, "mechanism": MECHANISM_CODES[m]} for m in deleted
-                ],
-                "upsertions": upsertions(entity_name, added),
-            }
-            response = trio.run(_request, bootstrap_server, ALTER_USER_SCRAM, data)
-            for result in response.results:
-                if int(result.error_code) != 0:
-                    raise ConfigCommandError(_error(int(result.error_code), result.error_message))
-            typer.echo(f"Completed updating config for user {entity_name}.")
+            if first_type in RESOURCE_TYPE:
+                name = DEFAULT_ENTITY if first_name is None else first_name
+                if first_type == "topics" and first_name is None:
+                    raise ConfigCommandError(
+                        "--entity-default is only for brokers, users, clients, ips"
+                    )
+                _run(
+                    bootstrap_server, lambda c: alter_resource(c, first_type, name, added, deleted)
+                )
+            else:
+                scram_added = {k: v for k, v in added.items() if k.upper() in MECHANISM_CODES}
+                scram_deleted = [k.upper() for k in deleted if k.upper() in MECHANISM_CODES]
+                quota_added = {k: v for k, v in added.items() if k not in scram_added}
+                quota_deleted = [k for k in deleted if k.upper() not in MECHANISM_CODES]
+                if scram_added or scram_deleted:
+                    if entities != [("users", first_name)] or first_name is None:
+                        raise ConfigCommandError(
+                            "SCRAM credentials are altered for one named user only"
+                        )
+                    text = ",".join(f"{k}={v}" for k, v in scram_added.items())
+                    _scram_alter(bootstrap_server, first_name, text, scram_deleted)
+                if quota_added or quota_deleted:
+                    _run(
+                        bootstrap_server,
+                        lambda c: alter_quotas(c, entities, quota_added, quota_deleted),
+                    )
+            if first_name is None:
+                typer.echo(f"Completed updating default config for {first_type} in the cluster.")
+            else:
+                typer.echo(f"Completed updating config for {first_type[:-1]} {first_name}.")
             return
-        users = [{"name": entity_name}] if entity_name else None
-        response = trio.run(_request, bootstrap_server, DESCRIBE_USER_SCRAM, {"users": users})
-        if int(response.error_code) != 0:
-            raise ConfigCommandError(_error(int(response.error_code), response.error_message))
-        for result in response.results:
-            if int(result.error_code) != 0:
-                if entity_name:  # Kafka prints nothing for a user without credentials
-                    continue
-                raise ConfigCommandError(_error(int(result.error_code), result.error_message))
-            credentials = [(int(c.mechanism), int(c.iterations)) for c in result.credential_infos]
-            if credentials:
-                typer.echo(describe_line(str(result.user), credentials))
+        if first_type in RESOURCE_TYPE:
+            if first_type == "topics" and first_name is None:
+                raise ConfigCommandError(
+                    "--entity-default is only for brokers, users, clients, ips"
+                )
+            resource_name: str | None = (
+                None
+                if first_name == "?"
+                else (DEFAULT_ENTITY if first_name is None else first_name)
+            )
+            lines = _run(
+                bootstrap_server,
+                lambda c: describe_resources(c, first_type, resource_name, describe_all),
+            )
+        else:
+            lines = _run(bootstrap_server, lambda c: describe_quotas(c, entities))
+            if entities[0][0] == "users" and len(entities) == 1 and first_name is not None:
+                lines += _scram_describe(
+                    bootstrap_server, None if first_name == "?" else first_name
+                )
+        for line in lines:
+            typer.echo(line)
     except (ConfigCommandError, ClientError, OSError) as error:
         typer.echo(f"Error while executing config command: {error}", err=True)
         raise typer.Exit(1) from None
+
+
+def _run(bootstrap: str, body: Any) -> Any:
+    async def main() -> Any:
+        cluster = ClusterClient(bootstrap)
+        try:
+            return await body(cluster)
+        finally:
+            await cluster.close()
+
+    from trafka.tools.offsets_cmd import OffsetsCommandError
+
+    try:
+        return trio.run(main)
+    except OffsetsCommandError as error:
+        raise ConfigCommandError(str(error)) from None

@@ -36,8 +36,9 @@ Security keys (listeners, ssl.*, sasl.*, per listener as ``listener.name.<name>.
 resolved by `trafka.node.security.listeners` when the broker is built (docs/security.md).
 `replica.selector.class` (KIP-392) lets consumers with `client.rack` read from a follower in
 their rack (`trafka.node.replication.replica_selector`; Kafka's RackAwareReplicaSelector is the
-only class accepted). Not implemented: client quotas, KRaft `controller.listener.names` (the
-quorum port comes from `controller.quorum.voters`).
+only class accepted). Client quotas (`quota.window.num`, `quota.window.size.seconds`; the
+quotas themselves are entity configs, `trafka.node.quota`). Not implemented: KRaft
+`controller.listener.names` (the quorum port comes from `controller.quorum.voters`).
 """
 
 from __future__ import annotations
@@ -625,6 +626,20 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "follower.replication.throttled.replicas (KIP-73). Set dynamically only.",
         minimum=0,
         dynamic=True,
+    ),
+    _d(
+        "quota.window.num",
+        _T.INT,
+        11,
+        "Samples kept in memory for client quotas (trafka.node.quota).",
+        minimum=1,
+    ),
+    _d(
+        "quota.window.size.seconds",
+        _T.INT,
+        1,
+        "Time span of each client quota sample.",
+        minimum=1,
     ),
     _d(
         "replica.alter.log.dirs.io.max.bytes.per.second",

@@ -29,8 +29,9 @@ detect that by themselves: the parent's cversion, which numbers them, also count
 (names and `now_ms` in, decisions out); `ConfigChangeListener` is the trio shell over the
 node's quorum replica.
 
-Not implemented: user/client/ip quota entities (`/config/users|clients|ips`, no quotas
-exist here); their notifications are read and ignored. Topic creation writes
+Quota entities (`users/<u>`, `users/<u>/clients/<c>`, `clients/<c>`, `ips/<ip>`) are
+applied by the node's quota service (`trafka.node.quota.service`, through
+`ConfigService.on_quota_entities`). Topic creation writes
 `/config/topics/<t>` without a notification, as Kafka does: a broker reads a new topic's
 configs with the topic.
 """
@@ -69,13 +70,25 @@ WAKE_FALLBACK_S = 1.0
 class EntityType(enum.Enum):
     TOPICS = "topics"
     BROKERS = "brokers"
+    USERS = "users"
+    CLIENTS = "clients"
+    IPS = "ips"
+
+    @property
+    def is_quota(self) -> bool:
+        return self in (EntityType.USERS, EntityType.CLIENTS, EntityType.IPS)
 
 
 @dataclass(frozen=True, slots=True)
 class Entity:
     entity_type: EntityType
     name: str
-    """A topic name, a broker id, or `<default>`."""
+    """A topic name, a broker id, a (sanitized) user / client id / ip, or `<default>`; for
+    a user's client-id entity `<user>/clients/<client-id>`."""
+
+    @property
+    def path(self) -> str:
+        return f"{self.entity_type.value}/{self.name}"
 
 
 def topic_entity_path(topic: str) -> str:
@@ -87,15 +100,25 @@ def broker_entity_path(broker: int | str) -> str:
 
 
 def parse_entity_path(entity_path: str) -> Entity | None:
-    """`topics/<t>` / `brokers/<id>` / `brokers/<default>`; None for anything else
-    (quota entities, malformed paths)."""
+    """`topics/<t>` / `brokers/<id>` / `brokers/<default>` / `users/<u>` /
+    `users/<u>/clients/<c>` / `clients/<c>` / `ips/<ip>`; None for anything else."""
     kind, sep, name = entity_path.partition("/")
-    if not sep or not name or "/" in name:
+    if not sep or not name:
         return None
     try:
         entity_type = EntityType(kind)
     except ValueError:
         return None
+    if "/" in name:
+        user, clients, client = [*name.split("/"), "", "", ""][:3]
+        if not (
+            entity_type is EntityType.USERS
+            and name.count("/") == 2
+            and clients == "clients"
+            and user
+            and client
+        ):
+            return None
     return Entity(entity_type, name)
 
 

@@ -12,7 +12,8 @@ DescribeConfigs / AlterConfigs / IncrementalAlterConfigs operations.
   `unclean.leader.election.enable`, Kafka's `enableDefaultUncleanLeaderElection`),
   `on_notified_topics` (the controller re-reads those topics' configs, Kafka's
   TopicConfigHandler -> `enableTopicUncleanLeaderElection`; None: every topic) and
-  `on_throttles` (the replica manager re-reads its KIP-73 throttles).
+  `on_throttles` (the replica manager re-reads its KIP-73 throttles) and
+  `on_quota_entities` (the quota service re-reads client quota entities).
 """
 
 from __future__ import annotations
@@ -149,6 +150,9 @@ class ConfigService:
         self.on_broker_config: list[Callable[[BrokerConfig], None]] = []
         self.on_notified_topics: list[Callable[[Sequence[str] | None], None]] = []
         self.on_throttles: list[Callable[[], None]] = []
+        self.on_quota_entities: list[Callable[[str | None], None]] = []
+        """Client quota entities changed: the entity path (`users/alice`), None: all
+        (`trafka.node.quota.service.QuotaService.apply_path`)."""
         topics.listeners.append(self.forget_log_configs)
 
     # ---- topic LogConfigs -------------------------------------------------------------------
@@ -355,6 +359,10 @@ class ConfigService:
         """One notified entity: re-read it from the local replica of the tree and apply it;
         a topic this node does not know, another broker's entity or an unchanged config
         change nothing. A topic's change also reaches the `on_notified_topics` listeners."""
+        if entity.entity_type.is_quota:
+            for quota_listener in self.on_quota_entities:
+                quota_listener(entity.path)
+            return
         if entity.entity_type is EntityType.TOPICS:
             await self._reload_topic_configs([entity.name])
             for listener in self.on_notified_topics:
@@ -371,6 +379,8 @@ class ConfigService:
         self._refresh_throttles()
         for listener in self.on_notified_topics:
             listener(None)
+        for quota_listener in self.on_quota_entities:
+            quota_listener(None)
 
     async def reload_dynamic_configs(self) -> None:
         """This broker's `/config/brokers/<id>` and the cluster default `<default>`, at start

@@ -22,6 +22,7 @@ from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_cache import MetadataCache
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.producer_ids import ProducerIdManager
+from trafka.node.quota.service import QuotaService
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.acls import AclService
 from trafka.node.topic_admin import TopicAdmin
@@ -70,6 +71,9 @@ class NodeServices:
         default_factory=lambda: FetchSessionCache(DEFAULT_SLOTS, rng=random.Random())
     )
     """Incremental fetch sessions (KIP-227, `max.incremental.fetch.session.cache.slots`)."""
+    quotas: QuotaService | None = None
+    """Client quotas (`trafka.node.quota`): AlterClientQuotas / DescribeClientQuotas and the
+    broker's throttling."""
 
 
 @dataclass(frozen=True, slots=True)

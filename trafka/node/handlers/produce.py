@@ -31,7 +31,7 @@ malformed request never makes this broker call the coordinator. A partition not 
 the transaction gets INVALID_TXN_STATE, so no client can leave a hanging transaction; a
 control batch from a client is INVALID_RECORD.
 
-Not implemented: quotas (throttle_time_ms is always 0).
+throttle_time_ms: 0 here; the broker sets it for a client over its quota (`trafka.node.quota`).
 """
 
 from __future__ import annotations
