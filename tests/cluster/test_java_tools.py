@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from tests.cluster.java_support import ToolResult, ToolShell, run_tool_process, start_slowly
 from tests.support.cluster import KnodeCluster
@@ -441,7 +441,15 @@ def test_reassign_partitions_and_leader_election(
     ).ok()
     assert "Valid replica already elected for partitions tr-0" in again.out
 
-    # cancel: a reassignment held back by a 1 byte/s throttle is still in progress
+    # cancel: a reassignment held back by a 1 byte/s throttle is still in progress. The
+    # throttle is a quota: the new replica's first fetch is let through (up to
+    # replica.fetch.max.bytes, 1 MiB), as in Kafka, so tr-0 must hold more than that or the
+    # copy may finish before --verify runs.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20})
+    for _ in range(3000):
+        producer.produce("tr", b"y" * 1000, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
     slow = tmp_path / "slow.json"
     slow.write_text(
         json.dumps(
