@@ -649,7 +649,7 @@ def java_produce(
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    COMMANDS.add(" ".join(command[command.index("java") :]))
+    _record_command(command)
     return rate
 
 
@@ -670,7 +670,7 @@ def java_consume(jars: Path, nice: int, bootstrap: str, topic: str, messages: in
         "--timeout",
         "60000",
     )
-    COMMANDS.add(" ".join(command[command.index("java") :]))
+    _record_command(command)
     lines = [line for line in out.splitlines() if line.strip()]
     header = [h.strip() for h in lines[-2].split(",")]
     values = [v.strip() for v in lines[-1].split(",")]
@@ -678,6 +678,14 @@ def java_consume(jars: Path, nice: int, bootstrap: str, topic: str, messages: in
 
 
 COMMANDS: set[str] = set()
+
+
+def _record_command(command: list[str]) -> None:
+    """The tool's command line for the report, with the run's own ports and group names
+    replaced (the same command ran against both servers)."""
+    text = " ".join(command[command.index("java") :])
+    text = re.sub(r"127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+)*", "BOOTSTRAP", text)
+    COMMANDS.add(re.sub(r"bench-vs-kafka-[0-9a-f]{8}", "bench-vs-kafka-RANDOM", text))
 
 
 # ---------------------------------------------------------------------------------------
