@@ -125,7 +125,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         # Woken by an append or a HW move anywhere (the first pass's own follower fetch can
         # be the cause): read again only if one of our partitions has something, or at the
         # deadline (the answer then carries the current high watermarks).
-        if trio.current_time() < deadline and not _any_fetchable(
+        if trio.current_time() < deadline and not await _any_fetchable(
             ctx, wanted, isolation_level, replica_id
         ):
             continue
@@ -183,24 +183,26 @@ def _topic_name(ctx: RequestContext, topic: Any) -> str:
     return state.name if state is not None else ""
 
 
-def _any_fetchable(
+async def _any_fetchable(
     ctx: RequestContext,
     wanted: list[tuple[str, int, int, int, int]],
     isolation_level: int,
     replica_id: int,
 ) -> bool:
     fetchable = ctx.services.replicas.fetchable
-    return any(
-        fetchable(
+    loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
+    for topic, partition, fetch_offset, _, leader_epoch in wanted:
+        await loop_slice.tick()
+        if fetchable(
             topic,
             partition,
             fetch_offset,
             isolation_level=isolation_level,
             current_leader_epoch=leader_epoch,
             replica_id=replica_id,
-        )
-        for topic, partition, fetch_offset, _, leader_epoch in wanted
-    )
+        ):
+            return True
+    return False
 
 
 async def _read_all(
