@@ -18,7 +18,7 @@ require = @command -v $(1) >/dev/null 2>&1 || { \
 	echo "make: '$(1)' is missing (the tests need it); install it with: apt-get install -y $(2)" >&2; \
 	exit 1; }
 
-.PHONY: run test soak test-deps test-tools check fast format lint types contracts venv clean bench chaos java spark-kafka
+.PHONY: run test soak test-deps test-tools check fast format lint types contracts venv clean bench chaos java spark-kafka bench-kafka kafka-jars
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,8 +59,27 @@ $(SPARK_KAFKA_STAMP): $(SPARK_KAFKA_DIR)/pom.xml
 
 spark-kafka: $(SPARK_KAFKA_STAMP)
 
+## Apache Kafka's broker and tools for bench/vs_kafka.py (issue 19): Maven copies them into
+## KAFKA_JARS once per version (bench/kafka/pom.xml), so the smoke test run by `make test`
+## (tests/bench/test_vs_kafka_smoke.py) does not count the download.
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' bench/kafka/pom.xml)
+KAFKA_JARS    := $(HOME)/.cache/trafka-bench/kafka-$(KAFKA_VERSION)
+
+$(KAFKA_JARS)/.complete: bench/kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "make kafka-jars: mvn is needed: apt-get install -y maven" >&2; exit 1; }
+	mvn -q -B -f bench/kafka/pom.xml package -DoutputDirectory=$(KAFKA_JARS)
+	echo $(KAFKA_VERSION) > $@
+
+kafka-jars: $(KAFKA_JARS)/.complete
+
+## trafka against Apache Kafka on this machine (bench/vs_kafka.py, every goal of issue 19,
+## 1 and 3 nodes, ~15-30 min); the report is appended to docs/performance.md.
+BENCH_KAFKA_ARGS ?= --repeat 2
+bench-kafka: $(STAMP) $(KAFKA_JARS)/.complete
+	nice -n 5 $(BIN)/python bench/vs_kafka.py --append-doc $(BENCH_KAFKA_ARGS)
+
 ## Set up and run the whole test suite.
-test: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP)
+test: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP) $(KAFKA_JARS)/.complete
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 -m "not soak" $(PYTEST_ARGS)
 
 ## The long runs kept out of `make test` (marker `soak`, listed in docs/status.md): Spark

@@ -29,6 +29,7 @@ _GROUPS: dict[str, str] = {
     "tests/cluster/test_order.py": "heavy",
     "tests/cluster/test_transactions_cluster.py": "heavy",
     "tests/cluster/test_java_": "java",
+    "tests/bench/": "java",
     "tests/log/test_crash.py": "heavy",
 }
 

@@ -34,6 +34,10 @@ and prints the client settings (`trafka.tools.local_security`, docs/security.md)
 
 from __future__ import annotations
 
+# isort: off
+from trafka.tools import lean_start  # noqa: F401 - first: before kio is imported
+# isort: on
+
 import logging
 import os
 import signal

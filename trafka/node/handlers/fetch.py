@@ -7,7 +7,10 @@
   last_fetched_epoch, diverging_epoch. v13: topic ids instead of names (KIP-516).
 
 Long poll: if the first read finds fewer than `min_bytes`, the request parks until an append
-wakes it (the replica manager's append event) or `max_wait_ms` expires, then reads again.
+or a HW move wakes it (the replica manager's append event) or `max_wait_ms` expires. A
+wake-up reads again only if one of the request's partitions has something to return
+(`ReplicaManager.fetchable` compares offsets, Kafka's DelayedFetch.tryComplete), and at the
+deadline; a follower's fetch offsets are recorded by the first read only.
 `max_bytes` bounds the response and `partition_max_bytes` each partition; the first batch
 of the first non-empty partition is returned even when larger (KIP-74), so a consumer never
 gets stuck. READ_COMMITTED reads stop at the last stable offset (= high watermark without
@@ -128,20 +131,38 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted if w[0] is not None)
         )
     deadline = trio.current_time() + max_wait_ms / 1000
+    waiter = services.replicas.append_waiter()
+    reads = await _read_all(
+        ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
+    )
+    # The first read pass is the request's only side effect (a follower's fetch offset
+    # moves the HW); what follows is waiting, which must not hold back the connection.
+    ctx.turn.release()
     while True:
-        waiter = services.replicas.append_waiter()
-        reads = await _read_all(
-            ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
-        )
-        # The first read pass is the request's only side effect (a follower's fetch offset
-        # moves the HW); what follows is waiting, which must not hold back the connection.
-        ctx.turn.release()
         total = sum(_size(r) for r in reads)
         has_error = any(r.error_code != 0 or r.preferred_read_replica >= 0 for r in reads)
         if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await waiter.wait()
+        waiter = services.replicas.append_waiter()
+        # Woken by an append or a HW move anywhere (the first pass's own follower fetch can
+        # be the cause): read again only if one of our partitions has something, or at the
+        # deadline (the answer then carries the current high watermarks).
+        if trio.current_time() < deadline and not await _any_fetchable(
+            ctx, wanted, isolation_level, replica_id
+        ):
+            continue
+        reads = await _read_all(
+            ctx,
+            wanted,
+            max_bytes,
+            isolation_level,
+            replica_id,
+            readable,
+            client_rack,
+            first_pass=False,
+        )
     if replica_id >= 0:
         services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
@@ -282,6 +303,28 @@ def _topic_entry(
     return fetch_encoding.FetchTopic(name=str(topic or ""), partitions=tuple(partitions))
 
 
+async def _any_fetchable(
+    ctx: RequestContext,
+    wanted: list[tuple[str | None, int, int, int, int]],
+    isolation_level: int,
+    replica_id: int,
+) -> bool:
+    fetchable = ctx.services.replicas.fetchable
+    loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
+    for topic, partition, fetch_offset, _, leader_epoch in wanted:
+        await loop_slice.tick()
+        if topic is None or fetchable(
+            topic,
+            partition,
+            fetch_offset,
+            isolation_level=isolation_level,
+            current_leader_epoch=leader_epoch,
+            replica_id=replica_id,
+        ):
+            return True
+    return False
+
+
 async def _read_all(
     ctx: RequestContext,
     wanted: list[tuple[str | None, int, int, int, int]],
@@ -290,7 +333,11 @@ async def _read_all(
     replica_id: int = -1,
     readable: set[str] | None = None,
     client_rack: str | None = None,
+    *,
+    first_pass: bool = True,
 ) -> list[ReadResult]:
+    """Read every wanted partition; only the request's first pass records a follower's
+    fetch offsets (its LEO, the HW, the ISR)."""
     replica_manager = ctx.services.replicas
     remaining = max_bytes
     results = []
@@ -315,6 +362,7 @@ async def _read_all(
             min_one_batch=first_data,
             replica_id=replica_id,
             client_rack=client_rack,
+            record_follower_fetch=first_pass,
         )
         if result.size > 0:
             first_data = False

@@ -27,7 +27,8 @@ The entry points the handlers call:
 * `list_offset(topic, partition, timestamp, ...)` -> `OffsetResult`
 
 Long-poll fetches park on `append_waiter()`: a `trio.Event` that is set (and replaced) on
-every successful append, so parked fetches wake and re-read.
+every successful append and HW move, so parked fetches wake, check their partitions'
+offsets (`fetchable`, no read) and read again only when one has something to return.
 
 Log errors become Kafka error codes here (trafka.log.errors -> ErrorCode), never exceptions
 escaping to the connection.
@@ -760,11 +761,17 @@ class ReplicaManager:
         min_one_batch: bool = True,
         replica_id: int = -1,
         client_rack: str | None = None,
+        record_follower_fetch: bool = True,
     ) -> ReadResult:
         """One partition's part of a Fetch. `client_rack`: a consumer's Fetch v11+ carries
         client metadata (its `rack_id`, maybe empty); then a follower serves it up to its
         high watermark and a leader may name a preferred read replica (KIP-392). Without
-        it (older versions, followers) only the leader answers, as in Kafka."""
+        it (older versions, followers) only the leader answers, as in Kafka.
+
+        A follower's read (`replica_id` >= 0) also records its fetch offset (trigger 4: its
+        LEO, maybe the ISR, maybe the HW) unless `record_follower_fetch` is False: a parked
+        Fetch read again records nothing, its offset was recorded when it arrived (Kafka
+        updates the follower's state once per Fetch, not in DelayedFetch)."""
         from_consumer_v11 = replica_id < 0 and client_rack is not None
         error_code, log, leader_epoch = self._leader_log(
             topic, partition, allow_follower=from_consumer_v11
@@ -792,7 +799,11 @@ class ReplicaManager:
                     int(log.log_start_offset),
                     preferred_read_replica=preferred,
                 )
-        if replica_id >= 0 and int(log.log_start_offset) <= fetch_offset <= int(log.log_end_offset):
+        if (
+            replica_id >= 0
+            and record_follower_fetch
+            and int(log.log_start_offset) <= fetch_offset <= int(log.log_end_offset)
+        ):
             # Only an offset inside the leader's log says how far the follower matches it.
             self.follower_fetched(topic, partition, replica_id, fetch_offset)
         high_watermark = int(log.high_watermark)
@@ -865,6 +876,40 @@ class ReplicaManager:
         """A follower's HW moved (the replica fetcher): wake the consumers long-polling this
         follower (KIP-392; Kafka's fetcher completes their delayed fetches likewise)."""
         self._wake_fetches()
+
+    def fetchable(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        *,
+        isolation_level: int,
+        current_leader_epoch: int = -1,
+        replica_id: int = -1,
+    ) -> bool:
+        """Could `read` now answer this partition with records or an error? Kafka's
+        `DelayedFetch.tryComplete`: a parked Fetch woken by an append or a HW move checks
+        its partitions' offsets and reads again only when one has something (reading every
+        partition of a follower's Fetch on every wake-up cost the leader most of its CPU
+        under synchronous commits, docs/performance.md "commit latency"). No read, no side
+        effect; anything unusual (not the leader, another epoch, an offset out of range)
+        says yes so that the real read answers it."""
+        leader = self.leaders.get(TopicPartition(topic, partition))
+        log = self._log_manager.get(topic, partition)
+        if leader is None or log is None:
+            return True
+        if current_leader_epoch >= 0 and current_leader_epoch != int(leader.leader_epoch):
+            return True
+        log_end_offset = int(log.log_end_offset)
+        if fetch_offset < int(log.log_start_offset) or fetch_offset > log_end_offset:
+            return True
+        if replica_id >= 0:
+            upper = log_end_offset  # followers replicate up to the LEO (REP-11)
+        elif isolation_level == READ_COMMITTED:
+            upper = int(getattr(log, "last_stable_offset", log.high_watermark))
+        else:
+            upper = int(log.high_watermark)
+        return fetch_offset < upper
 
     def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
         leader = self.leaders.get(TopicPartition(topic, partition))

@@ -1,0 +1,1123 @@
+"""trafka against Apache Kafka itself, side by side on the same machine (issue 19).
+
+    .venv/bin/python bench/vs_kafka.py                         # every goal, 1 and 3 nodes
+    .venv/bin/python bench/vs_kafka.py --goals G1 --targets trafka   # one goal, one target
+    .venv/bin/python bench/vs_kafka.py --smoke                 # tiny sizes (the test suite)
+    .venv/bin/python bench/vs_kafka.py --append-doc            # also append to docs/performance.md
+    make bench-kafka                                           # the full run, appended
+
+Kafka: Maven (`bench/kafka/pom.xml`, `copy-dependencies`) puts the broker (`kafka_2.13`) and
+its tools (`kafka-tools`) of the newest 4.x release into a cache dir (`--kafka-cache`,
+default ~/.cache/trafka-bench/kafka-<version>); a KRaft Kafka is formatted with
+`kafka.tools.StorageTool format` and started as `java -Xms1g -Xmx1g -cp CACHE/* kafka.Kafka
+server.properties`, every node a combined broker+controller (`process.roles=broker,
+controller`, static `controller.quorum.voters`), the log dirs next to trafka's on the same
+disk (one temporary base dir). Settings that differ from Kafka's defaults are the same on
+both sides (`group.initial.rebalance.delay.ms=0`; one node: the internal topics with RF=1);
+everything else is each side's default, which is Kafka's for both: 1 GiB segments, no fsync
+per write (`log.flush.interval.*` unset), `min.insync.replicas=1` broker-wide,
+`replica.fetch.wait.max.ms=500`. trafka: the same number of `knode start` processes
+(tests/support/cluster.py), each a voter and a broker.
+
+Goals (the issue's names), each measured on both targets with the same load generators:
+
+* T1: launch of the node processes to the first acknowledged produce (acks=all, a new topic
+  auto-created by the produce's Metadata); Kafka's `format` time is printed apart (trafka
+  needs none).
+* P1: produce, 1 node, 1 partition, 100-byte values, acks=1: one confluent-kafka producer
+  process (`python`) and Kafka's `ProducerPerformance` (`java`). P1x12: 12 partitions, 4
+  producer processes (python) / 4 ProducerPerformance processes (java), started together.
+* C1: consume what P1 wrote from the log start: one confluent-kafka consumer process
+  (assign, no group) and `ConsumerPerformance`.
+* P2: produce, 3 nodes, RF=3, acks=all, `min.insync.replicas=2`: python and java.
+* L1: end-to-end latency at 10,000 msgs/s, 3 nodes, RF=3, acks=all: a producer thread
+  paced at the rate writes `time.time()` into each value, a consumer thread in the same
+  process reads it back (p50/p99 of receipt - send).
+* G1: synchronous OffsetCommit from one consumer, 3 nodes (`__consumer_offsets` RF=3):
+  commits/s, p50, p99 of `commit(asynchronous=False)` (simple commits, one partition).
+
+The load generator's ceiling: the python producer's rate against librdkafka's in-process
+mock cluster (`test.mock.num.brokers`), a sink that costs almost nothing, measured in the
+same run; for the consumers and the java tools the ceiling is the faster of the two servers
+(the mock serves a consumer ~30k msgs/s; no null sink exists for the java tools). A ratio
+is trafka / Kafka (for latencies Kafka / trafka, so that > 1 always means trafka is better).
+
+Every figure is printed with the machine, the load average before and after, the versions
+and the commands; `--append-doc` appends the report to docs/performance.md ("trafka vs
+Apache Kafka"). Kafka's JVMs and the knodes are killed in `finally` blocks. The smoke mode
+(`--smoke`, run by tests/bench/test_vs_kafka_smoke.py) runs P1 and C1 on one node with tiny
+sizes (`--smoke --goals ...` runs the goals named, tiny).
+This is a benchmark: nothing is asserted except that each phase completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+KAFKA_POM = REPO / "bench" / "kafka" / "pom.xml"
+VALUE_BYTES = 100
+GOALS = ("T1", "P1", "P1x12", "C1", "P2", "L1", "G1")
+ONE_NODE_GOALS = ("P1", "P1x12", "C1")
+THREE_NODE_GOALS = ("P2", "L1", "G1")
+START_TIMEOUT_S = 180.0
+KAFKA_HEAP = "-Xmx1g"
+
+
+# ---------------------------------------------------------------------------------------
+# Kafka: fetch, format, start
+
+
+def kafka_version() -> str:
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", KAFKA_POM.read_text())
+    assert match is not None
+    return match.group(1)
+
+
+def fetch_kafka(cache: Path) -> Path:
+    """The broker's and the tools' jars (Maven), once per version."""
+    stamp = cache / ".complete"
+    if stamp.exists():
+        return cache
+    if shutil.which("mvn") is None:
+        raise RuntimeError("mvn is needed to fetch Kafka: apt-get install -y maven")
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mvn", "-q", "-B", "-f", str(KAFKA_POM), "package", f"-DoutputDirectory={cache}"],
+        check=True,
+    )
+    stamp.write_text(kafka_version())
+    return cache
+
+
+def free_port() -> int:
+    from tests.support.ports import free_port as pick
+
+    return pick()
+
+
+def port_accepts(port: int) -> bool:
+    from tests.support.waiting import port_accepts as accepts
+
+    return accepts(port)
+
+
+@dataclass
+class KafkaNode:
+    node_id: int
+    port: int
+    controller_port: int
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+
+@dataclass
+class KafkaCluster:
+    """KRaft Kafka, every node broker+controller, on loopback (kafka.Kafka JVMs)."""
+
+    base_dir: Path
+    jars: Path
+    node_count: int
+    nice: int = 0
+    nodes: list[KafkaNode] = field(default_factory=list)
+    format_s: float = 0.0
+    launched_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        for node_id in range(1, self.node_count + 1):
+            self.nodes.append(
+                KafkaNode(
+                    node_id,
+                    free_port(),
+                    free_port(),
+                    self.base_dir / f"kafka-{node_id}",
+                    self.base_dir / f"kafka-{node_id}.log",
+                )
+            )
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        prefix = ["nice", "-n", str(self.nice)] if self.nice else []
+        return [
+            *prefix,
+            "java",
+            KAFKA_HEAP,
+            "-Xms1g",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            "-cp",
+            f"{self.jars}/*",
+            main,
+            *args,
+        ]
+
+    def _properties(self, node: KafkaNode) -> Path:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        internal_rf = min(3, self.node_count)
+        lines = [
+            "process.roles=broker,controller",
+            f"node.id={node.node_id}",
+            f"controller.quorum.voters={voters}",
+            f"listeners=PLAINTEXT://127.0.0.1:{node.port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={node.data_dir}",
+            f"offsets.topic.replication.factor={internal_rf}",
+            f"transaction.state.log.replication.factor={internal_rf}",
+            f"transaction.state.log.min.isr={min(2, internal_rf)}",
+            "group.initial.rebalance.delay.ms=0",
+        ]
+        path = self.base_dir / f"kafka-{node.node_id}.properties"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def format(self) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        started = time.perf_counter()
+        for node in self.nodes:
+            subprocess.run(
+                self._java(
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--cluster-id",
+                    cluster_id,
+                    "--config",
+                    str(self._properties(node)),
+                    "--ignore-formatted",
+                ),
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        self.format_s = time.perf_counter() - started
+
+    def launch(self) -> None:
+        self.launched_at = time.perf_counter()
+        for node in self.nodes:
+            with open(node.log_path, "ab") as out:
+                node.process = subprocess.Popen(
+                    self._java("kafka.Kafka", str(self._properties(node))),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for node in self.nodes:
+            while not port_accepts(node.port):
+                assert node.process is not None
+                if node.process.poll() is not None:
+                    raise RuntimeError(f"kafka node {node.node_id} exited:\n{self.tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"kafka node {node.node_id} not ready:\n{self.tail()}")
+                time.sleep(0.05)
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(
+            line
+            for node in self.nodes
+            if node.log_path.exists()
+            for line in node.log_path.read_text(errors="replace").splitlines()[-lines:]
+        )
+
+    def close(self) -> None:
+        for node in self.nodes:
+            if node.process is not None and node.process.poll() is None:
+                os.killpg(node.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait()
+            node.process = None
+
+    def cpu_s(self) -> float:
+        return sum(_cpu_s(n.process.pid) for n in self.nodes if n.process is not None)
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Trafka:
+    """The same shape of trafka cluster: `node_count` knodes, each voter and broker."""
+
+    base_dir: Path
+    node_count: int
+    nice: int = 0
+    launched_at: float = 0.0
+    cluster: Any = None
+    extra: list[str] = field(default_factory=list)
+
+    def launch(self) -> None:
+        from tests.support.cluster import KnodeCluster
+
+        settings = ["group.initial.rebalance.delay.ms=0"]
+        if self.node_count == 1:
+            settings += [
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+            ]
+        self.cluster = KnodeCluster(
+            self.base_dir,
+            node_count=self.node_count,
+            settings=[*settings, *self.extra],
+            start=False,
+        )
+        if self.nice:
+            prefix = ["nice", "-n", str(self.nice)]
+            command = self.cluster.command
+            self.cluster.command = lambda node_id: [*prefix, *command(node_id)]
+        self.launched_at = time.perf_counter()
+        for node_id in self.cluster.nodes:
+            self.cluster.start(node_id, wait=False)
+
+    def wait_ready(self) -> None:
+        for node_id in self.cluster.nodes:
+            self.cluster.wait_ready(node_id, timeout_s=START_TIMEOUT_S)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return str(self.cluster.bootstrap_servers)
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def cpu_s(self) -> float:
+        return sum(
+            _cpu_s(n.process.pid) for n in self.cluster.nodes.values() if n.process is not None
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Workers: each load runs in its own process (`--worker NAME JSON`), prints one JSON line
+
+
+def _worker_produce(args: dict[str, Any]) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    config = {
+        "bootstrap.servers": args["bootstrap"],
+        "acks": args["acks"],
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000,
+        "compression.type": "none",
+    }
+    if args["bootstrap"] == "mock":
+        config.pop("bootstrap.servers")
+        config["test.mock.num.brokers"] = 1
+    producer = Producer(config)
+    value = b"x" * VALUE_BYTES
+    topic, partitions, count = args["topic"], args["partitions"], args["messages"]
+    errors = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(str(error))
+
+    # metadata and connection first, so the figure is the steady rate
+    producer.produce(topic, value, partition=0, on_delivery=delivered)
+    producer.flush(60)
+    _barrier(args)
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    remaining = producer.flush(300)
+    elapsed = time.perf_counter() - started
+    if remaining or errors:
+        raise RuntimeError(f"produce failed: {remaining} undelivered, {errors[:3]}")
+    return {"rate": count / elapsed, "elapsed": elapsed}
+
+
+def _worker_consume(args: dict[str, Any]) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = {
+        "bootstrap.servers": args["bootstrap"],
+        "group.id": "bench-vs-kafka-c1",
+        "enable.auto.commit": False,
+        "max.partition.fetch.bytes": 1_048_576,
+        "fetch.queue.backoff.ms": 10,
+    }
+    consumer = Consumer(config)
+    consumer.assign([TopicPartition(args["topic"], 0, 0)])
+    count, wanted = 0, args["messages"]
+    started = time.perf_counter()  # from the assignment: the first fetch counts too
+    deadline = time.monotonic() + 300
+    while count < wanted and time.monotonic() < deadline:
+        count += len(consumer.consume(10_000, 1.0))
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if count < wanted:
+        raise RuntimeError(f"consumed {count} of {wanted}")
+    return {"rate": count / elapsed, "elapsed": elapsed}
+
+
+def _worker_latency(args: dict[str, Any]) -> dict[str, Any]:
+    import struct
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic, rate, seconds = args["topic"], args["rate"], args["seconds"]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args["bootstrap"],
+            "group.id": "bench-vs-kafka-l1",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 500,
+            "fetch.min.bytes": 1,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END: only what comes next
+    # librdkafka's default linger (5 ms, also the Java client's since Kafka 4.0): what a user gets
+    producer = Producer({"bootstrap.servers": args["bootstrap"], "acks": "all"})
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set() and len(latencies) < total:
+            for message in consumer.consume(1000, 0.1):
+                if message.error() is None:
+                    now = time.time()
+                    latencies.append(now - struct.unpack(">d", message.value()[:8])[0])
+
+    # warm up until a record produced now comes back: the consumer's position is set and
+    # both clients know the partition's leader (a new topic takes a moment on either side)
+    deadline = time.monotonic() + 120
+    while not consumer.consume(10, 1.0):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the consumer never received a record")
+        producer.produce(topic, struct.pack(">d", time.time()) + b"x" * 92, partition=0)
+        producer.flush(30)
+    thread = threading.Thread(target=consume)
+    thread.start()
+    padding = b"x" * (VALUE_BYTES - 8)
+    started = time.perf_counter()
+    for i in range(total):
+        target = started + i / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, struct.pack(">d", time.time()) + padding, partition=0)
+        producer.poll(0)
+    producer.flush(60)
+    deadline = time.monotonic() + 30
+    while len(latencies) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join()
+    consumer.close()
+    if len(latencies) < total * 0.99:
+        raise RuntimeError(f"received {len(latencies)} of {total}")
+    latencies.sort()
+    return {
+        "p50_ms": 1000 * latencies[len(latencies) // 2],
+        "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
+        "received": len(latencies),
+    }
+
+
+def _worker_commits(args: dict[str, Any]) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args["bootstrap"],
+            "group.id": f"bench-vs-kafka-g1-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    topic = args["topic"]
+    # warm up: FindCoordinator, the connection, __consumer_offsets created and led
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    for offset in range(1, 11):
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    times = []
+    started = time.perf_counter()
+    for offset in range(100, 100 + args["commits"]):
+        before = time.perf_counter()
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        times.append(time.perf_counter() - before)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    times.sort()
+    return {
+        "rate": len(times) / elapsed,
+        "p50_ms": 1000 * times[len(times) // 2],
+        "p99_ms": 1000 * times[int(len(times) * 0.99)],
+    }
+
+
+def _worker_first_produce(args: dict[str, Any]) -> dict[str, Any]:
+    """Loop until one acks=all produce to a new topic is acknowledged; the time since
+    `launched_at_wall` (the node processes' launch, wall clock)."""
+    from confluent_kafka import Producer
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        producer = Producer(
+            {
+                "bootstrap.servers": args["bootstrap"],
+                "acks": "all",
+                "message.timeout.ms": 2000,
+                "socket.connection.setup.timeout.ms": 1000,
+                "reconnect.backoff.ms": 20,
+                "reconnect.backoff.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 100,
+                "retry.backoff.ms": 20,
+            }
+        )
+        delivered: list[Any] = []
+        producer.produce(
+            args["topic"], b"x", on_delivery=lambda e, _m, out=delivered: out.append(e)
+        )
+        producer.flush(3)
+        if delivered and delivered[0] is None:
+            return {"seconds": time.time() - args["launched_at_wall"]}
+        time.sleep(0.02)
+    raise RuntimeError("no produce acknowledged")
+
+
+WORKERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "produce": _worker_produce,
+    "consume": _worker_consume,
+    "latency": _worker_latency,
+    "commits": _worker_commits,
+    "first_produce": _worker_first_produce,
+}
+
+
+def _barrier(args: dict[str, Any]) -> None:
+    """Producers started together wait for the file `args["barrier"]` to exist."""
+    path = args.get("barrier")
+    if not path:
+        return
+    Path(path + f".ready.{os.getpid()}").touch()
+    while not Path(path).exists():
+        time.sleep(0.001)
+
+
+def run_workers(
+    name: str, jobs: list[dict[str, Any]], nice: int, barrier_dir: Path | None = None
+) -> list[dict[str, Any]]:
+    """Run the workers `name` in parallel processes (a barrier when several)."""
+    barrier = None
+    if len(jobs) > 1 and barrier_dir is not None:
+        barrier = str(barrier_dir / f"barrier-{uuid.uuid4().hex[:8]}")
+        jobs = [{**job, "barrier": barrier} for job in jobs]
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    processes = [
+        subprocess.Popen(
+            [*prefix, sys.executable, __file__, "--worker", name, json.dumps(job)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for job in jobs
+    ]
+    try:
+        if barrier is not None:
+            deadline = time.monotonic() + 120
+            while len(list(Path(barrier).parent.glob(Path(barrier).name + ".ready.*"))) < len(jobs):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                    raise RuntimeError(f"{name} workers did not reach the barrier")
+                time.sleep(0.005)
+            Path(barrier).touch()
+        results = []
+        for process in processes:
+            out, _ = process.communicate(timeout=900)
+            if process.returncode != 0:
+                raise RuntimeError(f"{name} worker failed ({process.returncode})")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+# ---------------------------------------------------------------------------------------
+# Kafka's own load generators (org.apache.kafka.tools)
+
+
+def java_tool(jars: Path, nice: int, main: str, *args: str) -> tuple[str, list[str]]:
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    command = [*prefix, "java", "-Xmx512m", "-cp", f"{jars}/*", main, *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{main} failed: {result.stderr[-2000:]}")
+    return result.stdout, command
+
+
+def java_produce(
+    jars: Path, nice: int, bootstrap: str, topic: str, messages: int, acks: str, processes: int
+) -> float:
+    """ProducerPerformance: msgs/s (the sum over `processes` started together)."""
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    command = [
+        *prefix,
+        "java",
+        "-Xmx512m",
+        "-cp",
+        f"{jars}/*",
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(messages),
+        "--record-size",
+        str(VALUE_BYTES),
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"bootstrap.servers={bootstrap}",
+        f"acks={acks}",
+        "linger.ms=5",
+        "batch.size=1000000",
+    ]
+    running = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
+    rate = 0.0
+    try:
+        for process in running:
+            out, err = process.communicate(timeout=900)
+            match = re.findall(r"([\d.]+) records/sec", out)
+            if process.returncode != 0 or not match:
+                raise RuntimeError(f"ProducerPerformance failed: {err[-2000:]}{out[-500:]}")
+            rate += float(match[-1])
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    _record_command(command)
+    return rate
+
+
+def java_consume(jars: Path, nice: int, bootstrap: str, topic: str, messages: int) -> float:
+    """ConsumerPerformance: msgs/s (its nMsg.sec column)."""
+    out, command = java_tool(
+        jars,
+        nice,
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(messages),
+        "--group",
+        f"bench-vs-kafka-{uuid.uuid4().hex[:8]}",
+        "--timeout",
+        "60000",
+    )
+    _record_command(command)
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = [h.strip() for h in lines[-2].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    return float(values[header.index("nMsg.sec")])
+
+
+COMMANDS: set[str] = set()
+
+
+def _record_command(command: list[str]) -> None:
+    """The tool's command line for the report, with the run's own ports and group names
+    replaced (the same command ran against both servers)."""
+    text = " ".join(command[command.index("java") :])
+    text = re.sub(r"127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+)*", "BOOTSTRAP", text)
+    COMMANDS.add(re.sub(r"bench-vs-kafka-[0-9a-f]{8}", "bench-vs-kafka-RANDOM", text))
+
+
+# ---------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class Figure:
+    goal: str
+    what: str
+    unit: str
+    trafka: list[float] = field(default_factory=list)
+    kafka: list[float] = field(default_factory=list)
+    ceiling: list[float] = field(default_factory=list)
+    lower_is_better: bool = False
+
+    def ratio(self) -> float | None:
+        if not self.trafka or not self.kafka:
+            return None
+        t, k = statistics.median(self.trafka), statistics.median(self.kafka)
+        if self.lower_is_better:
+            return k / t if t else None
+        return t / k if k else None
+
+
+class Report:
+    def __init__(self) -> None:
+        self.figures: dict[tuple[str, str], Figure] = {}
+
+    def add(
+        self, goal: str, what: str, unit: str, target: str, value: float, *, lower: bool = False
+    ) -> None:
+        figure = self.figures.setdefault(
+            (goal, what), Figure(goal, what, unit, lower_is_better=lower)
+        )
+        getattr(figure, target).append(value)
+        print(f"  {goal} {what} [{target}]: {value:,.2f} {unit}", flush=True)
+
+    def table(self) -> str:
+        rows = [
+            "| goal | measurement | trafka | Kafka | trafka/Kafka | load generator ceiling |",
+            "|---|---|---|---|---|---|",
+        ]
+        for figure in self.figures.values():
+            ratio = figure.ratio()
+            rows.append(
+                f"| {figure.goal} | {figure.what} | {_fmt(figure.trafka, figure.unit)} | "
+                f"{_fmt(figure.kafka, figure.unit)} | "
+                f"{'' if ratio is None else f'**{ratio:.2f}**'} | "
+                f"{_ceiling(figure)} |"
+            )
+        return "\n".join(rows)
+
+
+def _ceiling(figure: Figure) -> str:
+    """The mock's figure when measured, else (throughputs) at least the faster server's."""
+    if figure.ceiling:
+        return _fmt(figure.ceiling, figure.unit) + " (mock)"
+    if figure.lower_is_better or not figure.trafka or not figure.kafka:
+        return ""
+    best = max(statistics.median(figure.trafka), statistics.median(figure.kafka))
+    return f">= {_fmt([best], figure.unit)} (faster server)"
+
+
+def _fmt(values: list[float], unit: str) -> str:
+    if not values:
+        return ""
+    median = statistics.median(values)
+    text = f"{median:,.0f}" if median >= 100 else f"{median:,.2f}"
+    if len(values) > 1:
+        text += f" ({min(values):,.4g}-{max(values):,.4g})"
+    return f"{text} {unit}"
+
+
+@contextlib.contextmanager
+def started(target: Any) -> Iterator[Any]:
+    try:
+        target.launch()
+        target.wait_ready()
+        yield target
+    finally:
+        target.close()
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int, rf: int, configs: dict[str, str]
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics(
+        [NewTopic(name, partitions, rf, config=configs)], operation_timeout=30
+    )[name]
+    future.result(timeout=60)
+    # every partition has a leader known to the cluster
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        metadata = admin.list_topics(name, timeout=10).topics[name]
+        if len(metadata.partitions) == partitions and all(
+            p.leader >= 0 and len(p.isrs) == rf for p in metadata.partitions.values()
+        ):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} not ready")
+
+
+def measure_shape(
+    report: Report,
+    nodes: int,
+    target_name: str,
+    make: Callable[[], Any],
+    goals: set[str],
+    sizes: dict[str, int],
+    nice: int,
+    jars: Path | None,
+    base: Path,
+) -> None:
+    target = make()
+    with started(target):
+        bootstrap = target.bootstrap_servers
+        if "T1" in goals:
+            result = run_workers(
+                "first_produce",
+                [
+                    {
+                        "bootstrap": bootstrap,
+                        "topic": "t1-first",
+                        "launched_at_wall": time.time()
+                        - (time.perf_counter() - target.launched_at),
+                    }
+                ],
+                nice,
+            )[0]
+            report.add(
+                "T1",
+                f"{nodes} node(s): launch to first produce",
+                "s",
+                target_name,
+                result["seconds"],
+                lower=True,
+            )
+            if target_name == "kafka":
+                print(f"  (kafka format: {target.format_s:.2f} s, not counted)")
+        if nodes == 1:
+            if goals & {"P1", "C1"}:
+                create_topic(bootstrap, "p1", 1, 1, {})
+                rate = run_workers(
+                    "produce",
+                    [
+                        {
+                            "bootstrap": bootstrap,
+                            "topic": "p1",
+                            "partitions": 1,
+                            "messages": sizes["messages"],
+                            "acks": "1",
+                        }
+                    ],
+                    nice,
+                )[0]["rate"]
+                report.add("P1", "1 partition, python producer", "msgs/s", target_name, rate)
+            if "P1" in goals and jars is not None:
+                create_topic(bootstrap, "p1j", 1, 1, {})
+                rate = java_produce(jars, nice, bootstrap, "p1j", sizes["messages"], "1", 1)
+                report.add("P1", "1 partition, ProducerPerformance", "msgs/s", target_name, rate)
+            if "P1x12" in goals:
+                create_topic(bootstrap, "p12", 12, 1, {})
+                results = run_workers(
+                    "produce",
+                    [
+                        {
+                            "bootstrap": bootstrap,
+                            "topic": "p12",
+                            "partitions": 12,
+                            "messages": sizes["messages"] // 4,
+                            "acks": "1",
+                        }
+                    ]
+                    * 4,
+                    nice,
+                    base,
+                )
+                report.add(
+                    "P1x12",
+                    "12 partitions, 4 python producers",
+                    "msgs/s",
+                    target_name,
+                    sum(r["rate"] for r in results),
+                )
+                if jars is not None:
+                    create_topic(bootstrap, "p12j", 12, 1, {})
+                    rate = java_produce(
+                        jars, nice, bootstrap, "p12j", sizes["messages"] // 4, "1", 4
+                    )
+                    report.add(
+                        "P1x12", "12 partitions, 4 ProducerPerformance", "msgs/s", target_name, rate
+                    )
+            if "C1" in goals:
+                rate = run_workers(
+                    "consume",
+                    [{"bootstrap": bootstrap, "topic": "p1", "messages": sizes["messages"]}],
+                    nice,
+                )[0]["rate"]
+                report.add("C1", "python consumer", "msgs/s", target_name, rate)
+                if jars is not None:
+                    rate = java_consume(jars, nice, bootstrap, "p1", sizes["messages"])
+                    report.add("C1", "ConsumerPerformance", "msgs/s", target_name, rate)
+        else:
+            if "P2" in goals:
+                create_topic(bootstrap, "p2", 1, 3, {"min.insync.replicas": "2"})
+                rate = run_workers(
+                    "produce",
+                    [
+                        {
+                            "bootstrap": bootstrap,
+                            "topic": "p2",
+                            "partitions": 1,
+                            "messages": sizes["messages"],
+                            "acks": "all",
+                        }
+                    ],
+                    nice,
+                )[0]["rate"]
+                report.add("P2", "RF=3 acks=all, python producer", "msgs/s", target_name, rate)
+                if jars is not None:
+                    create_topic(bootstrap, "p2j", 1, 3, {"min.insync.replicas": "2"})
+                    rate = java_produce(jars, nice, bootstrap, "p2j", sizes["messages"], "all", 1)
+                    report.add(
+                        "P2", "RF=3 acks=all, ProducerPerformance", "msgs/s", target_name, rate
+                    )
+            if "L1" in goals:
+                create_topic(bootstrap, "l1", 1, 3, {"min.insync.replicas": "2"})
+                result = run_workers(
+                    "latency",
+                    [
+                        {
+                            "bootstrap": bootstrap,
+                            "topic": "l1",
+                            "rate": sizes["latency_rate"],
+                            "seconds": sizes["latency_s"],
+                        }
+                    ],
+                    nice,
+                )[0]
+                what = f"e2e at {sizes['latency_rate']:,} msgs/s"
+                report.add("L1", f"{what} p50", "ms", target_name, result["p50_ms"], lower=True)
+                report.add("L1", f"{what} p99", "ms", target_name, result["p99_ms"], lower=True)
+            if "G1" in goals:
+                create_topic(bootstrap, "g1", 1, 3, {})
+                result = run_workers(
+                    "commits",
+                    [{"bootstrap": bootstrap, "topic": "g1", "commits": sizes["commits"]}],
+                    nice,
+                )[0]
+                report.add(
+                    "G1", "sync commits/s, 1 consumer", "commits/s", target_name, result["rate"]
+                )
+                report.add("G1", "sync commit p50", "ms", target_name, result["p50_ms"], lower=True)
+                report.add("G1", "sync commit p99", "ms", target_name, result["p99_ms"], lower=True)
+        print(f"  [{target_name}, {nodes} node(s)] server CPU: {target.cpu_s():.1f} s", flush=True)
+
+
+def measure_ceilings(report: Report, goals: set[str], sizes: dict[str, int], nice: int) -> None:
+    """The python producer against librdkafka's mock cluster. No consumer ceiling: the mock
+    keeps only the last ~5 MB of a partition and serves ~30k msgs/s (docs/performance.md,
+    "produce/consume"), far below either server."""
+    if "P1" in goals:
+        rate = run_workers(
+            "produce",
+            [
+                {
+                    "bootstrap": "mock",
+                    "topic": "p1",
+                    "partitions": 1,
+                    "messages": sizes["messages"],
+                    "acks": "1",
+                }
+            ],
+            nice,
+        )[0]["rate"]
+        report.figures[("P1", "1 partition, python producer")].ceiling.append(rate)
+
+
+def machine() -> str:
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = "?"
+    with contextlib.suppress(OSError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f"{kib / 2**20:.0f} GiB"
+    return (
+        f"{platform.machine()} {cpu}, {os.cpu_count()} cpus, {memory}, Linux {platform.release()}"
+    )
+
+
+def _client_version() -> str:
+    import confluent_kafka
+
+    version: Any = confluent_kafka.version()  # a str in 2.16, a (str, int) tuple before
+    return str(version if isinstance(version, str) else version[0])
+
+
+def versions() -> str:
+    import confluent_kafka
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    java_line = (java.stderr.splitlines() or ["?"])[0]
+    trafka_commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return (
+        f"trafka {trafka_commit}, Apache Kafka {kafka_version()} (KRaft, {KAFKA_HEAP}), "
+        f"Python {platform.python_version()}, confluent-kafka {_client_version()} "
+        f"/ librdkafka {confluent_kafka.libversion()[0]}, {java_line}"
+    )
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--goals", default=",".join(GOALS))
+    parser.add_argument("--targets", default="trafka,kafka")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--commits", type=int, default=1000)
+    parser.add_argument("--latency-rate", type=int, default=10_000)
+    parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--nice", type=int, default=5, help="niceness of servers and loads")
+    parser.add_argument("--no-java", action="store_true", help="skip Kafka's own tools")
+    parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks it runs")
+    parser.add_argument("--kafka-cache", type=Path, default=None)
+    parser.add_argument("--append-doc", action="store_true")
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker[0]](json.loads(args.worker[1]))), flush=True)
+        return
+    goals = {g.strip() for g in args.goals.split(",") if g.strip()}
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    sizes = {
+        "messages": args.messages,
+        "commits": args.commits,
+        "latency_rate": args.latency_rate,
+        "latency_s": args.latency_seconds,
+    }
+    if args.smoke:
+        # one node, P1 and C1 with both load generators: every moving part once (Maven,
+        # format, both servers, the workers, the Java tools' output parsed), in < 1 min
+        sizes = {"messages": 2000, "commits": 20, "latency_rate": 200, "latency_s": 1}
+        goals &= {"P1", "C1"} if args.goals == ",".join(GOALS) else goals
+        args.repeat, args.no_ceiling = 1, True
+    jars = None
+    if "kafka" in targets or not args.no_java:
+        cache = args.kafka_cache or Path.home() / ".cache" / "trafka-bench" / (
+            f"kafka-{kafka_version()}"
+        )
+        jars = fetch_kafka(cache)
+    java_jars = None if args.no_java else jars
+    header = [
+        f"machine: {machine()}",
+        f"versions: {versions()}",
+        f"command: {' '.join([Path(sys.executable).name, *sys.argv])}",
+        f"load average before: {load_average()}"
+        f"  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+    ]
+    print("\n".join(header), flush=True)
+    report = Report()
+    for run in range(args.repeat):
+        for nodes, shape_goals in ((1, {"T1", *ONE_NODE_GOALS}), (3, {"T1", *THREE_NODE_GOALS})):
+            wanted = goals & shape_goals
+            if not wanted:
+                continue
+            for target_name in targets:
+                print(f"run {run + 1}, {nodes} node(s), {target_name}:", flush=True)
+                with tempfile.TemporaryDirectory(prefix="trafka-vs-kafka-") as tmp:
+                    base = Path(tmp)
+
+                    def make(
+                        target_name: str = target_name, base: Path = base, nodes: int = nodes
+                    ) -> Any:
+                        if target_name == "kafka":
+                            assert jars is not None
+                            cluster = KafkaCluster(base, jars, nodes, nice=args.nice)
+                            cluster.format()
+                            return cluster
+                        return Trafka(base, nodes, nice=args.nice)
+
+                    measure_shape(
+                        report,
+                        nodes,
+                        target_name,
+                        make,
+                        wanted,
+                        sizes,
+                        args.nice,
+                        java_jars,
+                        base,
+                    )
+        if not args.no_ceiling and goals & {"P1", "C1"}:
+            print(f"run {run + 1}, ceiling (librdkafka mock cluster):", flush=True)
+            measure_ceilings(report, goals, sizes, args.nice)
+    footer = f"load average after: {load_average()}"
+    print(footer)
+    text = "\n".join(
+        [
+            "",
+            "```",
+            *header,
+            footer,
+            "```",
+            "",
+            report.table(),
+            "",
+            "Kafka's tools in this run: " + "; ".join(f"`{c}`" for c in sorted(COMMANDS)),
+            "",
+        ]
+    )
+    print(text)
+    if args.append_doc:
+        with open(REPO / "docs" / "performance.md", "a") as doc:
+            doc.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Parked fetches on the leader (issue 19, G1): a woken Fetch asks `fetchable` (offsets only,
+Kafka's DelayedFetch.tryComplete) before reading again, and only a Fetch's first read records
+the follower's offset (`record_follower_fetch`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from trafka.log.config import LogConfig
+from trafka.log.records import NewRecord, build_batch
+from trafka.node.controller.isr_writes import TreeIsrWrites
+from trafka.node.local_logs import LocalLogs
+from trafka.node.metadata_store import MetadataStore, memory_store
+from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
+from trafka.node.topics import TopicManager
+
+NOW = 1_700_000_000_000
+TOPIC = "parked"
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    async with memory_store() as in_memory:
+        yield in_memory
+
+
+async def _leader(tmp_path: Path, store: MetadataStore) -> ReplicaManager:
+    """Node 1 leads `parked-0` (epoch 1), replicas and ISR (1, 2)."""
+    topics = TopicManager(
+        store,
+        node_id=1,
+        live_brokers=lambda: [1, 2],
+        validate_configs=lambda _configs: None,
+        rng=random.Random(1),
+    )
+    await topics.create(TOPIC, {0: [1, 2]}, {})
+    logs = LocalLogs([tmp_path / "logs"], LogConfig(), now_ms=NOW, node_id=1, cluster_id="c")
+    manager = ReplicaManager(
+        node_id=1,
+        topics=topics,
+        log_manager=logs,
+        log_config_for=lambda _topic: LogConfig(),
+        store=store,
+        isr_writes=TreeIsrWrites(store),
+        clock=SimpleNamespace(now_ms=lambda: NOW),
+    )
+    manager.apply_leader_and_isr([PartitionStateUpdate(TOPIC, 0, 1, 1, 1, (1, 2), 0, (1, 2))])
+    return manager
+
+
+def _append(manager: ReplicaManager, count: int = 1) -> None:
+    for _ in range(count):
+        result = manager.append_records(
+            TOPIC, 0, build_batch([NewRecord(b"x" * 10, timestamp=NOW)]), required_acks=1
+        )
+        assert getattr(result, "error_code", 0) == 0
+
+
+def _follower_read(manager: ReplicaManager, offset: int, *, record: bool = True) -> int:
+    result = manager.read(
+        TOPIC,
+        0,
+        offset,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        replica_id=2,
+        record_follower_fetch=record,
+    )
+    assert result.error_code == 0
+    return result.size
+
+
+async def test_a_follower_at_the_log_end_has_nothing_until_an_append(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 2)
+    assert not manager.fetchable(TOPIC, 0, 2, isolation_level=0, replica_id=2)
+    assert manager.fetchable(TOPIC, 0, 1, isolation_level=0, replica_id=2)
+    _append(manager)
+    assert manager.fetchable(TOPIC, 0, 2, isolation_level=0, replica_id=2)
+
+
+async def test_a_consumer_waits_for_the_high_watermark_not_the_log_end(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 3)  # ISR (1, 2): the HW stays at 0 until the follower fetches
+    assert not manager.fetchable(TOPIC, 0, 0, isolation_level=0)
+    assert not manager.fetchable(TOPIC, 0, 0, isolation_level=1)
+    _follower_read(manager, 3)  # the follower has everything: HW 3
+    assert manager.fetchable(TOPIC, 0, 0, isolation_level=0)
+    assert manager.fetchable(TOPIC, 0, 2, isolation_level=1)
+    assert not manager.fetchable(TOPIC, 0, 3, isolation_level=0)
+
+
+async def test_anything_unusual_is_left_to_the_real_read(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 2)
+    # another leader epoch, an offset past the log end, a partition this node does not lead
+    assert manager.fetchable(TOPIC, 0, 2, isolation_level=0, replica_id=2, current_leader_epoch=2)
+    assert manager.fetchable(TOPIC, 0, 5, isolation_level=0, replica_id=2)
+    assert manager.fetchable(TOPIC, 1, 0, isolation_level=0)
+    assert manager.fetchable("unknown", 0, 0, isolation_level=0)
+    # the same epoch is not unusual
+    assert not manager.fetchable(
+        TOPIC, 0, 2, isolation_level=0, replica_id=2, current_leader_epoch=1
+    )
+
+
+async def test_only_the_first_read_of_a_fetch_records_the_follower(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 2)
+    log = manager.get_or_create_log(TOPIC, 0)
+    assert int(log.high_watermark) == 0
+    # a parked Fetch read again (from its original offset 2) records nothing: the HW
+    # does not move on a re-read
+    assert _follower_read(manager, 2, record=False) == 0
+    assert int(log.high_watermark) == 0
+    # the Fetch's first read records the follower's offset: the HW follows
+    assert _follower_read(manager, 2) == 0
+    assert int(log.high_watermark) == 2
