@@ -6,7 +6,6 @@ Tiny sizes: this checks that the benchmark works, not how fast anything is."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(
-    shutil.which("mvn") is None or shutil.which("java") is None,
-    reason="Maven and Java fetch and run Kafka (apt-get install -y maven openjdk-17-jdk-headless)",
-)
 def test_the_smoke_run_measures_both_servers_with_both_load_generators() -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / "vs_kafka.py"), "--smoke", "--nice", "0"],

@@ -136,7 +136,7 @@ def _replication_throttles(services: NodeServices) -> tuple[ReplicationThrottleS
         sides.append(
             ReplicationThrottleState(
                 side,
-                quota.rate.rate_bytes_per_second(now_ms),
+                quota.rate.per_second(now_ms),
                 -1 if bound >= LONG_MAX else bound,
             )
         )

@@ -17,6 +17,7 @@ from trafka.log.records import NewRecord, build_batch
 from trafka.node.controller.isr_writes import TreeIsrWrites
 from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, memory_store
+from trafka.node.quota.rate import Rate
 from trafka.node.replication.follower import PartitionFollowerState
 from trafka.node.replication.ids import BrokerId, LeaderEpoch, TopicPartition
 from trafka.node.replication.replica_fetcher import ReplicaFetchers
@@ -29,7 +30,6 @@ from trafka.node.replication.throttle import (
     LONG_MAX,
     MIN_DELAY_MS,
     ReplicationQuota,
-    SampledRate,
     ThrottledPartitions,
     ThrottleSettings,
     parse_throttled_replicas,
@@ -44,30 +44,30 @@ T0 = 1_000_000
 
 
 def test_rate_divides_by_at_least_one_window() -> None:
-    rate = SampledRate()
+    rate = Rate()
     rate.record(1000, T0)
     # Kafka's SimpleRate: max(elapsed, one window) -> 1000 B over 1 s, not over 0 ms.
-    assert rate.rate_bytes_per_second(T0) == pytest.approx(1000.0)
-    assert rate.rate_bytes_per_second(T0 + 500) == pytest.approx(1000.0)
-    assert rate.rate_bytes_per_second(T0 + 2000) == pytest.approx(500.0)
+    assert rate.per_second(T0) == pytest.approx(1000.0)
+    assert rate.per_second(T0 + 500) == pytest.approx(1000.0)
+    assert rate.per_second(T0 + 2000) == pytest.approx(500.0)
 
 
 def test_rate_spans_the_samples_and_forgets_old_ones() -> None:
-    rate = SampledRate(samples=3, window_size_ms=1000)
+    rate = Rate(samples=3, window_size_ms=1000)
     for second in range(3):
         rate.record(3000, T0 + second * 1000)
     # three samples started at T0, T0+1s, T0+2s: 9000 B over 2.5 s
-    assert rate.rate_bytes_per_second(T0 + 2500) == pytest.approx(3600.0)
+    assert rate.per_second(T0 + 2500) == pytest.approx(3600.0)
     # a fourth window overwrites the oldest sample
     rate.record(3000, T0 + 3000)
     assert rate.total(T0 + 3000) == 9000
     # all samples expire after samples * window
     assert rate.total(T0 + 3000 + 3000) == 0
-    assert rate.rate_bytes_per_second(T0 + 6000) == 0.0
+    assert rate.per_second(T0 + 6000) == 0.0
 
 
 def test_recording_into_a_full_window_starts_the_next_sample() -> None:
-    rate = SampledRate(samples=11, window_size_ms=1000)
+    rate = Rate(samples=11, window_size_ms=1000)
     rate.record(100, T0)
     rate.record(100, T0 + 999)
     rate.record(100, T0 + 1000)

@@ -41,6 +41,8 @@ class _Sample:
 
 @dataclass(slots=True)
 class Rate:
+    """The sampled sum and its per-second rate (also the replication throttles', KIP-73)."""
+
     samples: int = DEFAULT_WINDOW_NUM
     window_size_ms: int = DEFAULT_WINDOW_SIZE_MS
     _samples: list[_Sample] = field(default_factory=list)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from trafka.metadata_quorum import znodes
 from trafka.net.api_keys import ApiKey
@@ -28,6 +28,7 @@ from trafka.node.metadata_store import LocalTreeReads, MetadataStore, NoNode
 from trafka.node.quota import throttling
 from trafka.node.quota.entities import QuotaEntity, quota_values, stored_value
 from trafka.node.quota.manager import QuotaManager, QuotaType
+from trafka.node.security.scram_store import parse_entity
 
 log = logging.getLogger("trafka.node.quota")
 
@@ -35,20 +36,8 @@ MAX_ENTITIES: Final = 100_000
 """Bound on the entities one load reads (far above any real deployment)."""
 
 
-def _config_of(raw: bytes | None) -> dict[str, Any]:
-    if not raw:
-        return {"version": 1, "config": {}}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return {"version": 1, "config": {}}
-    if not isinstance(value, dict) or not isinstance(value.get("config"), dict):
-        return {"version": 1, "config": {}}
-    return value
-
-
 def _string_config(raw: bytes | None) -> dict[str, str]:
-    return {k: v for k, v in _config_of(raw)["config"].items() if isinstance(v, str)}
+    return {k: v for k, v in parse_entity(raw)["config"].items() if isinstance(v, str)}
 
 
 def _children(tree: LocalTreeReads, path: str) -> list[str]:
@@ -127,7 +116,7 @@ class QuotaService:
         path = f"{znodes.CONFIG}/{entity.path()}"
 
         def change(raw: bytes | None) -> bytes:
-            current = _config_of(raw)
+            current = parse_entity(raw)
             config = dict(current["config"])
             for key, text in updates.items():
                 if text is None:

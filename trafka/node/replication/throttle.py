@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from trafka.log.config import validate_throttled_replicas
+from trafka.node.quota.rate import Rate
 
 LONG_MAX: Final = (1 << 63) - 1
 """Kafka's `QuotaBytesPerSecondDefault`: no throttle."""
@@ -160,67 +161,16 @@ def settings_from_configs(
 
 
 @dataclass(slots=True)
-class _Sample:
-    window_start_ms: int
-    value: int = 0
-
-
-@dataclass(slots=True)
-class SampledRate:
-    """Kafka's `SimpleRate` on a `SampledStat` (sum): bytes per second over the samples.
-
-    A sample covers `window_size_ms` from its start; recording into a full sample starts the
-    next one (overwriting the oldest once there are `samples`). Samples older than
-    `samples * window_size_ms` are reset (`purgeObsoleteSamples`)."""
-
-    samples: int = REPLICATION_QUOTA_WINDOW_NUM
-    window_size_ms: int = REPLICATION_QUOTA_WINDOW_SIZE_MS
-    _samples: list[_Sample] = field(default_factory=list)
-    _current: int = 0
-
-    def record(self, value: int, now_ms: int) -> None:
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-            self._current = 0
-        sample = self._samples[self._current]
-        if now_ms - sample.window_start_ms >= self.window_size_ms:
-            self._current = (self._current + 1) % self.samples
-            if self._current >= len(self._samples):
-                self._samples.append(_Sample(now_ms))
-            else:
-                self._samples[self._current] = _Sample(now_ms)
-            sample = self._samples[self._current]
-        sample.value += value
-
-    def _purge(self, now_ms: int) -> None:
-        expire_age_ms = self.samples * self.window_size_ms
-        for index, sample in enumerate(self._samples):
-            if now_ms - sample.window_start_ms >= expire_age_ms:
-                self._samples[index] = _Sample(now_ms)
-
-    def total(self, now_ms: int) -> int:
-        self._purge(now_ms)
-        return sum(sample.value for sample in self._samples)
-
-    def window_ms(self, now_ms: int) -> int:
-        """max(now - start of the oldest sample, one window) (`SimpleRate.windowSize`)."""
-        self._purge(now_ms)
-        oldest = min((s.window_start_ms for s in self._samples), default=now_ms)
-        return max(now_ms - oldest, self.window_size_ms)
-
-    def rate_bytes_per_second(self, now_ms: int) -> float:
-        total = self.total(now_ms)
-        return total * 1000.0 / self.window_ms(now_ms)
-
-
-@dataclass(slots=True)
 class ReplicationQuota:
     """One side's quota (Kafka's `ReplicationQuotaManager`): a bound, a rate, and the
     partitions it applies to."""
 
     bound_bytes_per_second: int = LONG_MAX
     throttled: Mapping[str, ThrottledPartitions] = field(default_factory=dict)
-    rate: SampledRate = field(default_factory=SampledRate)
+    rate: Rate = field(
+        default_factory=lambda: Rate(REPLICATION_QUOTA_WINDOW_NUM, REPLICATION_QUOTA_WINDOW_SIZE_MS)
+    )
+    """Kafka's `SimpleRate` over the replication quota's samples (the client quotas' too)."""
 
     def update(
         self, bound_bytes_per_second: int, throttled: Mapping[str, ThrottledPartitions]
@@ -236,7 +186,7 @@ class ReplicationQuota:
     def is_quota_exceeded(self, now_ms: int) -> bool:
         if self.bound_bytes_per_second >= LONG_MAX:
             return False
-        return self.rate.rate_bytes_per_second(now_ms) > self.bound_bytes_per_second
+        return self.rate.per_second(now_ms) > self.bound_bytes_per_second
 
     def record(self, value: int, now_ms: int) -> None:
         """Count `value` bytes even if the quota is exceeded (Kafka's `record`)."""
@@ -258,5 +208,5 @@ class ReplicationQuota:
             return MIN_DELAY_MS
         total = self.rate.total(now_ms)
         elapsed_ms = self.rate.window_ms(now_ms)
-        needed_ms = -(-total * 1000 // max(1, self.bound_bytes_per_second))
+        needed_ms = int(-(-total * 1000 // max(1, self.bound_bytes_per_second)))
         return max(MIN_DELAY_MS, min(maximum_ms, needed_ms - elapsed_ms))
