@@ -278,6 +278,17 @@ def test_producer_byte_rate_holds_one_client_id_and_not_another(cluster: KnodeCl
         timeout_s=10,
         what="the quota on the second broker",
     )
+    # DescribeClientQuotas reads the tree; the brokers apply the change notification
+    # asynchronously (as Kafka's do). Unthrottled for the first fraction of a second, the
+    # slow producer sent tens of MB at once and the 20 s mean was 3.5x the quota (CI).
+    wait_until(
+        lambda: all(
+            "client quota clients/slow:" in node.stderr_path.read_text(errors="replace")
+            for node in cluster.nodes.values()
+        ),
+        timeout_s=10,
+        what="both brokers applying the quota",
+    )
     slow, fast = _Meter(cluster, topic, "slow"), _Meter(cluster, topic, "fast")
     slow.thread.start()
     fast.thread.start()
