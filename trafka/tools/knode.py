@@ -82,7 +82,9 @@ def _fail(message: str) -> typer.Exit:
 
 async def _run(broker: Broker) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(LoopWatchdog().run)
+        threshold_ms = broker.config.get_int("loop.watchdog.threshold.ms")
+        if threshold_ms > 0:
+            nursery.start_soon(LoopWatchdog(threshold_s=threshold_ms / 1000).run)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             await nursery.start(broker.run)
             print(
