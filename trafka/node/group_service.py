@@ -63,7 +63,6 @@ from trafka.group.consumer_group import (
 )
 from trafka.group.consumer_records import TopicMetadataEntry
 from trafka.group.coordinator import Effects, GroupCoordinator, Reply
-from trafka.group.hashing import partition_for
 from trafka.group.messages import (
     GroupDeletion,
     GroupDescription,
@@ -95,6 +94,7 @@ from trafka.log.errors import CorruptRecordError
 from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
+from trafka.node.coordinator_key import partition_of_key
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.replication.replica_manager import ReplicaManager
@@ -208,7 +208,7 @@ class GroupService:
             state = await self._create_offsets_topic()
             if state is None:
                 return ErrorCode.coordinator_not_available, None
-        partition = partition_for(key, len(state.partitions))
+        partition = await partition_of_key(key, len(state.partitions))
         partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
         if partition_state is None or partition_state.leader < 0:
             return ErrorCode.coordinator_not_available, None
@@ -250,7 +250,7 @@ class GroupService:
         state = self._topics.get(OFFSETS_TOPIC)
         if state is None or not state.partitions:
             return ErrorCode.not_coordinator
-        return await self._partition(partition_for(group_id, len(state.partitions)))
+        return await self._partition(await partition_of_key(group_id, len(state.partitions)))
 
     def _led_epoch(self, partition: int) -> int | None:
         """The leader epoch of `__consumer_offsets-<partition>` if this node leads it: the
