@@ -328,10 +328,12 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Clean close: trim the indexes, fsync everything, release the descriptor."""
         self.make_inactive()
+        self.txn_index.flush()
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1
