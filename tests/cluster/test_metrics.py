@@ -72,6 +72,7 @@ FAMILIES = [
     "kafka_server_raft_metrics_current_epoch",
     "kafka_server_raft_metrics_high_watermark",
     "kafka_server_raft_metrics_uncommitted_entries",
+    "kafka_server_raft_metrics_commit_latency_ms",
     # process (prometheus-client's collectors)
     "process_cpu_seconds",
     "process_resident_memory_bytes",
@@ -247,6 +248,12 @@ def test_scrape_matches_a_known_workload(metrics_node: tuple[KnodeCluster, str])
             "kafka_server_raft_metrics_current_leader",
         )
         == 1
+    )
+    # Creating the topic and registering the node were quorum writes of this node.
+    commits = "kafka_server_raft_metrics_commit_latency_ms"
+    assert value(metrics, commits, commits + "_count") >= 1
+    assert 0 < value(metrics, commits, commits + "_sum") < 60_000 * value(
+        metrics, commits, commits + "_count"
     )
 
 

@@ -297,3 +297,13 @@ def test_an_interrupted_compaction_is_finished_before_start(tmp_path: Path) -> N
     assert _read_journal(journal_path) == entries[1:]
     assert not align_journal_with_snapshot(journal_path, dump_path)  # already aligned
     assert _read_journal(journal_path) == entries[1:]
+
+
+async def test_committed_writes_report_their_latency(single: MetadataQuorum) -> None:
+    latencies: list[float] = []
+    single.commit_observer = latencies.append
+    await single.create("/timed")
+    with pytest.raises(NodeExistsError):
+        await single.create("/timed")  # committed too: an answer from the tree, not a failure
+    assert len(latencies) == 2
+    assert all(0 <= latency < 10_000 for latency in latencies)

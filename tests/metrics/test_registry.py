@@ -213,3 +213,26 @@ def test_quota_and_replication_throttle_families() -> None:
     assert out["kafka_server_leaderreplication_byte_rate{}"] == 5000.0
     assert out["kafka_server_leaderreplication_throttled_rate{}"] == 10_000
     assert out["kafka_server_followerreplication_throttled_rate{}"] == -1
+
+
+def test_snapshot_carries_every_field() -> None:
+    """A field added to NodeMetrics but not to `snapshot` would scrape as its default."""
+    import dataclasses
+
+    metrics = NodeMetrics()
+    metrics.produced("a", 1, 10)
+    metrics.request_done("Fetch", [], queue_ms=0, local_ms=0, remote_ms=0, send_ms=0)
+    metrics.leader_election_ms.observe(3)
+    metrics.quorum_commit_latency_ms.observe(2)
+    for name in ("isr_shrinks", "isr_expands", "leader_elections", "unclean_leader_elections"):
+        setattr(metrics, name, 5)
+    metrics.connection_opened("PLAINTEXT")
+    snap = metrics.snapshot()
+    for spec in dataclasses.fields(NodeMetrics):
+        mine, theirs = getattr(metrics, spec.name), getattr(snap, spec.name)
+        if hasattr(mine, "counts"):  # Histogram: no __eq__
+            assert (mine.counts, mine.total) == (theirs.counts, theirs.total), spec.name
+        elif isinstance(mine, dict) and mine and hasattr(next(iter(mine.values())), "times"):
+            assert mine.keys() == theirs.keys(), spec.name
+        else:
+            assert mine == theirs, spec.name

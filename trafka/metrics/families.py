@@ -106,7 +106,6 @@ class NodeState:
     quorum_term: int = -1
     quorum_high_watermark: int = -1
     quorum_uncommitted: int = 0
-    quorum_commit_latency_ms: Histogram = field(default_factory=Histogram)
     fetch_sessions: int = 0
     fetch_session_partitions: int = 0
     fetch_session_evictions: int = 0
@@ -279,6 +278,13 @@ def families(counters: NodeMetrics, state: NodeState) -> list[Metric]:
             RAFT + "uncommitted_entries",
             "Leader's log entries not yet committed",
             state.quorum_uncommitted,
+        ),
+        _histogram(
+            RAFT + "commit_latency_ms",
+            "This node's metadata-quorum writes, from proposal to committed result "
+            "(Kafka's commit-latency-avg/max as a histogram)",
+            [],
+            [([], counters.quorum_commit_latency_ms)],
         ),
     ]
     out += list(_fetch_session_families(state))

@@ -113,6 +113,8 @@ class NodeMetrics:
     isr_expands: int = 0
     leader_elections: int = 0
     leader_election_ms: Histogram = field(default_factory=Histogram)
+    quorum_commit_latency_ms: Histogram = field(default_factory=Histogram)
+    """Each of this node's metadata-quorum writes, proposal to committed result."""
     unclean_leader_elections: int = 0
     offset_commits: int = 0
     rebalances: int = 0
@@ -202,6 +204,7 @@ class NodeMetrics:
             isr_expands=self.isr_expands,
             leader_elections=self.leader_elections,
             leader_election_ms=self.leader_election_ms.copy(),
+            quorum_commit_latency_ms=self.quorum_commit_latency_ms.copy(),
             unclean_leader_elections=self.unclean_leader_elections,
             offset_commits=self.offset_commits,
             rebalances=self.rebalances,

@@ -139,6 +139,9 @@ class MetadataStore(LocalTreeReads, Protocol):
     def status(self) -> QuorumStatus:
         """The quorum's Raft status as this replica sees it."""
 
+    def observe_commits(self, observer: Callable[[float], None]) -> None:
+        """Tell `observer` the latency (ms) of each of this node's committed writes."""
+
     async def close(self) -> None: ...
 
 
@@ -275,6 +278,9 @@ class QuorumMetadataStore:
 
     def status(self) -> QuorumStatus:
         return self._quorum.status()
+
+    def observe_commits(self, observer: Callable[[float], None]) -> None:
+        self._quorum.commit_observer = observer
 
     async def close(self) -> None:
         await self._quorum.aclose()

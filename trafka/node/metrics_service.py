@@ -196,6 +196,7 @@ async def start_metrics(
     if not url:
         return None
     server.metrics = services.replicas.metrics
+    services.store.observe_commits(services.replicas.metrics.quorum_commit_latency_ms.observe)
     if services.controller is not None:
         services.controller.metrics = services.replicas.metrics
     try:
