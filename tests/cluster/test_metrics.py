@@ -252,8 +252,10 @@ def test_scrape_matches_a_known_workload(metrics_node: tuple[KnodeCluster, str])
     # Creating the topic and registering the node were quorum writes of this node.
     commits = "kafka_server_raft_metrics_commit_latency_ms"
     assert value(metrics, commits, commits + "_count") >= 1
-    assert 0 < value(metrics, commits, commits + "_sum") < 60_000 * value(
-        metrics, commits, commits + "_count"
+    assert (
+        0
+        < value(metrics, commits, commits + "_sum")
+        < 60_000 * value(metrics, commits, commits + "_count")
     )
 
 
