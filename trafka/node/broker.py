@@ -161,6 +161,7 @@ class Broker:
             listener_name=listener_name or self.inter_broker_listener,
             security_protocol="PLAINTEXT" if session is None else session.security_protocol,
             session=session,
+            channel=channel,
         )
         refused = await refuse_if_not_admitted(
             header.api_key,

@@ -20,6 +20,19 @@ a quota on `/config/clients/c1` is shared by every user of client id c1, and a d
 applied to each user / client separately. No quota found: nothing is recorded, nothing is
 throttled.
 
+Controller mutations (KIP-599, `controller_mutation_rate`, partitions per second): the
+same precedence and sensor names; the measure is a token bucket (`rate.TokenBucket`), not a
+sampled rate. `controller_mutation` hands a request its `ControllerMutationQuota`, which the
+CreateTopics / CreatePartitions / DeleteTopics handlers charge per topic:
+
+* *strict* (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+, the versions that
+  know THROTTLING_QUOTA_EXCEEDED): a topic is refused while the bucket is below zero, with
+  the throttle time (how long until it is back at zero); a topic admitted takes its
+  partitions even if that drives the bucket below zero (Kafka's
+  `StrictControllerMutationQuota`: check, then record);
+* *permissive* (older versions): every topic is admitted and recorded; the request's
+  throttle time is the bucket's after the last one (`PermissiveControllerMutationQuota`).
+
 IP connection-creation rate (KIP-612): `/config/ips/<ip>` else `/config/ips/<default>`;
 a connection that would put the IP over its rate is refused (not counted) and closed after
 the throttle time (at most one window).
@@ -44,6 +57,7 @@ from typing import Final
 from trafka.node.quota.entities import (
     CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -55,6 +69,7 @@ from trafka.node.quota.rate import (
     DEFAULT_WINDOW_SIZE_MS,
     QuotaSensor,
     Rate,
+    TokenBucket,
 )
 
 MAX_SENSORS: Final = 10_000
@@ -68,6 +83,7 @@ class QuotaType(enum.Enum):
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
     CONNECTION = CONNECTION_CREATION_RATE
+    CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
 
     @property
     def metric_type(self) -> str:
@@ -77,6 +93,7 @@ class QuotaType(enum.Enum):
             QuotaType.FETCH: "Fetch",
             QuotaType.REQUEST: "Request",
             QuotaType.CONNECTION: "ConnectionCreation",
+            QuotaType.CONTROLLER_MUTATION: "ControllerMutation",
         }[self]
 
 
@@ -144,6 +161,41 @@ class SensorSnapshot:
 
 
 @dataclass(slots=True)
+class _TrackedBucket:
+    bucket: TokenBucket
+    last_used_ms: int
+
+
+@dataclass(slots=True)
+class ControllerMutationQuota:
+    """One request's controller mutation quota (see the module doc); `bucket` None: no
+    quota applies (Kafka's `UnboundedControllerMutationQuota`)."""
+
+    bucket: TokenBucket | None
+    strict: bool
+    throttle_time_ms: int = 0
+    """The request's throttle time so far (its response's throttle_time_ms)."""
+
+    def record(self, partitions: int, now_ms: int) -> bool:
+        """Charge one topic's partitions; False: refused (strict mode, over the quota)."""
+        bucket = self.bucket
+        if bucket is None:
+            return True
+        if self.strict:
+            throttle = bucket.throttle_time_ms(now_ms)
+            if throttle > 0:
+                self.throttle_time_ms = max(self.throttle_time_ms, throttle)
+                return False
+            bucket.record(partitions, now_ms)
+            return True
+        bucket.record(partitions, now_ms)
+        throttle = bucket.throttle_time_ms(now_ms)
+        if throttle > 0:
+            self.throttle_time_ms = max(self.throttle_time_ms, throttle)
+        return True
+
+
+@dataclass(slots=True)
 class QuotaManager:
     window_num: int = DEFAULT_WINDOW_NUM
     window_size_ms: int = DEFAULT_WINDOW_SIZE_MS
@@ -152,6 +204,8 @@ class QuotaManager:
     _sensors: OrderedDict[tuple[QuotaType, SensorTags], _Tracked] = field(
         default_factory=OrderedDict
     )
+    _buckets: OrderedDict[SensorTags, _TrackedBucket] = field(default_factory=OrderedDict)
+    """Controller mutation token buckets by sensor tags."""
     throttle_time_ms_totals: dict[QuotaType, int] = field(default_factory=dict)
     """Every throttle handed out per quota type (also those of expired sensors)."""
     any_client_quota: bool = False
@@ -252,6 +306,42 @@ class QuotaManager:
         tracked = self._sensor(QuotaType.CONNECTION, resolved, now_ms)
         throttle = tracked.sensor.check_and_record(1.0, now_ms, max_throttle_ms=self.window_size_ms)
         return self._throttled(QuotaType.CONNECTION, tracked, throttle)
+
+    def controller_mutation(
+        self, user: str, client_id: str, now_ms: int, *, strict: bool
+    ) -> ControllerMutationQuota:
+        """The request's controller mutation quota (unbounded when none applies)."""
+        if not self._configs:
+            return ControllerMutationQuota(None, strict)
+        resolved = resolve(self._configs, CONTROLLER_MUTATION_RATE, user, client_id)
+        if resolved is None:
+            return ControllerMutationQuota(None, strict)
+        tracked = self._buckets.get(resolved.tags)
+        if tracked is None:
+            while self._buckets:
+                tags, oldest = next(iter(self._buckets.items()))
+                if len(self._buckets) < self.max_sensors and (
+                    now_ms - oldest.last_used_ms < SENSOR_EXPIRY_MS
+                ):
+                    break
+                del self._buckets[tags]
+            tracked = _TrackedBucket(
+                TokenBucket(resolved.bound, self.window_num, self.window_size_ms), now_ms
+            )
+            self._buckets[resolved.tags] = tracked
+        else:
+            self._buckets.move_to_end(resolved.tags)
+            tracked.bucket.rate = resolved.bound
+            tracked.last_used_ms = now_ms
+        return ControllerMutationQuota(tracked.bucket, strict)
+
+    def count_mutation_throttle(self, quota: ControllerMutationQuota) -> None:
+        """Add a finished request's controller mutation throttle to the totals."""
+        if quota.throttle_time_ms > 0:
+            kind = QuotaType.CONTROLLER_MUTATION
+            self.throttle_time_ms_totals[kind] = (
+                self.throttle_time_ms_totals.get(kind, 0) + quota.throttle_time_ms
+            )
 
     # ---- metrics ----------------------------------------------------------------------------
     def snapshot(self, now_ms: int) -> list[SensorSnapshot]:
