@@ -37,6 +37,13 @@ IP connection-creation rate (KIP-612): `/config/ips/<ip>` else `/config/ips/<def
 a connection that would put the IP over its rate is refused (not counted) and closed after
 the throttle time (at most one window).
 
+Broker-wide and per-listener connection creation rates (KIP-612,
+`max.connection.creation.rate`, `listener.name.<l>.max.connection.creation.rate`): every
+accepted connection is recorded in the broker's sensor (unless on the protected
+inter-broker listener) and its listener's; the throttle time (bounded by one window) is
+how long the listener waits before accepting the next one. A connection the per-IP rate
+refuses is taken back from both (Kafka's `updateListenerMetrics`).
+
 Byte-rate throttles are bounded by `samples * window` (11 s by default), request-time
 throttles by one window (Kafka's `ClientRequestQuotaManager.maxThrottleTimeMs`).
 Sensors idle for `SENSOR_EXPIRY_MS` (Kafka: one hour) are dropped, and at most
@@ -211,6 +218,8 @@ class QuotaManager:
     any_client_quota: bool = False
     """Some user / client-id entity has a quota (else requests skip the quota code)."""
     any_ip_quota: bool = False
+    _accept_rate_broker: QuotaSensor | None = None
+    _accept_rate_listeners: dict[str, QuotaSensor] = field(default_factory=dict)
 
     # ---- configs ----------------------------------------------------------------------------
     @property
@@ -295,9 +304,11 @@ class QuotaManager:
         """Request time as Kafka's `nanosToPercentage`: percent of one thread per second."""
         return self.record(QuotaType.REQUEST, user, client_id, elapsed_ms / 10.0, now_ms)
 
-    def record_connection(self, ip: str, now_ms: int) -> int:
+    def record_connection(
+        self, ip: str, now_ms: int, *, listener: str = "", protected: bool = False
+    ) -> int:
         """A new connection from `ip`: 0 to accept it, else the ms to wait before closing
-        it (it was not counted)."""
+        it (it was not counted, nor is it in the broker and listener creation rates)."""
         if not self._configs:
             return 0
         resolved = resolve_ip(self._configs, ip)
@@ -305,7 +316,53 @@ class QuotaManager:
             return 0
         tracked = self._sensor(QuotaType.CONNECTION, resolved, now_ms)
         throttle = tracked.sensor.check_and_record(1.0, now_ms, max_throttle_ms=self.window_size_ms)
+        if throttle > 0:
+            for sensor in self._accept_sensors(listener, protected):
+                sensor.rate.record(-1.0, now_ms)
         return self._throttled(QuotaType.CONNECTION, tracked, throttle)
+
+    # ---- broker-wide and per-listener connection creation rates (KIP-612) -------------------
+    def set_connection_creation_rates(
+        self, broker_rate: int | None, listener_rates: Mapping[str, int]
+    ) -> None:
+        """`max.connection.creation.rate` (None: unlimited) and the per-listener ones; a
+        sensor keeps its samples when only its bound changes."""
+        if broker_rate is None:
+            self._accept_rate_broker = None
+        elif self._accept_rate_broker is None:
+            self._accept_rate_broker = QuotaSensor(
+                broker_rate, Rate(self.window_num, self.window_size_ms)
+            )
+        else:
+            self._accept_rate_broker.bound = broker_rate
+        current = self._accept_rate_listeners
+        self._accept_rate_listeners = {
+            listener: (
+                QuotaSensor(rate, current[listener].rate)
+                if listener in current
+                else QuotaSensor(rate, Rate(self.window_num, self.window_size_ms))
+            )
+            for listener, rate in listener_rates.items()
+        }
+
+    def _accept_sensors(self, listener: str, protected: bool) -> list[QuotaSensor]:
+        sensors = []
+        if self._accept_rate_broker is not None and not protected:
+            sensors.append(self._accept_rate_broker)
+        sensor = self._accept_rate_listeners.get(listener)
+        if sensor is not None:
+            sensors.append(sensor)
+        return sensors
+
+    def record_accept(self, listener: str, protected: bool, now_ms: int) -> int:
+        """An accepted connection: the ms its listener waits before accepting the next one
+        (the larger of the broker-wide and listener throttles, at most one window)."""
+        throttle = 0
+        for sensor in self._accept_sensors(listener, protected):
+            throttle = max(
+                throttle, sensor.record(1.0, now_ms, max_throttle_ms=self.window_size_ms)
+            )
+        return throttle
 
     def controller_mutation(
         self, user: str, client_id: str, now_ms: int, *, strict: bool

@@ -219,10 +219,17 @@ class QuotaService:
             )
         return throttle
 
-    def admit(self, ip: str, listener_name: str = "") -> int:
+    def throttle_accept(self, listener_name: str, protected: bool) -> int:
+        """`trafka.net.server.ConnectionPolicy`: the broker-wide and per-listener
+        `max.connection.creation.rate` (KIP-612)."""
+        return self.manager.record_accept(listener_name, protected, self.now_ms())
+
+    def admit(self, ip: str, listener_name: str = "", protected: bool = False) -> int:
         """`trafka.net.server.ConnectionPolicy`: the per-IP connection-creation quota, on
         every listener (brokers keep their few connections open, so a rate rarely meets
         them)."""
         if not self.manager.any_ip_quota:
             return 0
-        return self.manager.record_connection(ip, self.now_ms())
+        return self.manager.record_connection(
+            ip, self.now_ms(), listener=listener_name, protected=protected
+        )
