@@ -176,7 +176,7 @@ class _RatePolicy:
 
 async def test_the_creation_rate_throttle_delays_the_next_accept(start: Start) -> None:
     policy = _RatePolicy(600)
-    server, ports = await start(ServerConfig(), ("CLIENT",), policy)
+    _server, ports = await start(ServerConfig(), ("CLIENT",), policy)
     started = trio.current_time()
     clients = [await WireClient.connect(ports["CLIENT"]) for _ in range(3)]
     for number, client in enumerate(clients):
