@@ -84,9 +84,10 @@ def test_a_partition_deleted_during_the_copy_is_not_resurrected(tmp_path: Path) 
     destination = dirs[1] if source == dirs[0] else dirs[0]
     move = logs.start_move("moving", 0, destination)
     assert move is not None
-    move.copy_bulk()
     logs.delete("moving", 0)
+    move.copy_bulk()  # the dir is gone: nothing to copy, and no error
     with pytest.raises(ValueError, match="deleted or moved"):
         logs.finish_move(move, now_ms=NOW)
     assert not any(p.name.startswith("moving-0") for p in destination.iterdir())
+    assert not logs.offline_dirs
     logs.close()

@@ -3,7 +3,8 @@
 Two steps, so the bulk of the copy runs off the caller's event loop:
 
 1. `FutureCopy.copy_bulk` (a worker thread, the log open and serving): every file of the
-   partition dir is copied and fsync'ed, its (inode, size, mtime) recorded as seen *before*
+   partition dir is copied and fsync'ed (and the source file fsync'ed, so closing the log
+   later has little to sync), its (inode, size, mtime) recorded as seen *before*
    reading it, with the log's truncation count read first. Files may change meanwhile:
    appends, rolls, retention, compaction, truncation.
 2. `FutureCopy.sync_final` (the log closed, nothing else touching it): the future dir is
@@ -45,10 +46,6 @@ class _Seen:
     truncations: int
 
 
-def _stat_key(path: Path) -> os.stat_result:
-    return path.stat()
-
-
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -86,9 +83,15 @@ class FutureCopy:
     seen: dict[str, _Seen] = field(default_factory=dict)
 
     def _names(self) -> list[str]:
+        """The files to copy; none when the partition dir is gone (deleted meanwhile: the
+        final step, which checks the log is still the one being moved, refuses)."""
+        try:
+            children = list(self.source.iterdir())
+        except FileNotFoundError:
+            return []
         return sorted(
             child.name
-            for child in self.source.iterdir()
+            for child in children
             if child.is_file() and not child.name.endswith(_SKIPPED_SUFFIXES)
         )
 
@@ -103,6 +106,9 @@ class FutureCopy:
                 stat = source.stat()
                 recorded_ns = time.time_ns()
                 _copy_range(source, self.future / name, 0, stat.st_size)
+                # The source's dirty pages too, through our own descriptor (not the log's
+                # lock, which the event loop's appends take): its close has little left.
+                _fsync_file(source)
             except FileNotFoundError:
                 continue  # deleted meanwhile (retention, compaction): the final step decides
             self.seen[name] = _Seen(

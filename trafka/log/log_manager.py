@@ -101,12 +101,7 @@ class DirMove:
     copy: FutureCopy
 
     def copy_bulk(self) -> int:
-        """The bulk of the copy, while the log serves (a worker thread may run it): the log
-        is flushed first so its close at `finish_move` has little left to sync."""
-        try:
-            self.log.flush()
-        except LogError:
-            pass  # closed or failed meanwhile: finish_move finds out
+        """The bulk of the copy, while the log serves (a worker thread may run it)."""
         return self.copy.copy_bulk()
 
 
@@ -642,14 +637,6 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _fsync_tree(directory: Path) -> None:
-    """fsync every file of a copied partition dir, then the dir itself."""
-    for child in directory.iterdir():
-        if child.is_file():
-            _fsync_path(child)
-    _fsync_path(directory)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -844,12 +844,13 @@ class KafkaServer:
         if throttle_ms > 0:
             log.debug("connection creation on %s throttled %d ms", listener_name, throttle_ms)
             await trio.sleep(min(throttle_ms, MAX_REFUSAL_DELAY_MS) / 1000)
-        while not self.counts.slot_available(listener_name):
+        if not self.counts.slot_available(listener_name):
             log.warning(
                 "max.connections reached on %s (%d open); waiting for a connection to close",
                 listener_name,
                 self.counts.total,
             )
+        while not self.counts.slot_available(listener_name):
             await self._slots_changed.wait()
 
     async def _serve_connection(

@@ -21,7 +21,9 @@ log reopened, the old dir deleted; no append or read sees the log half-moved and
 stalls only for the remainder. The answer is sent when the move is done: DescribeLogDirs
 never shows a future replica (`is_future_key`) and `kafka-reassign-partitions --verify`
 finds the replica in its new dir at once (Kafka answers at once and copies with a
-ReplicaAlterLogDirsThread).
+ReplicaAlterLogDirsThread). A replica deleted, or moved by another request, while its copy
+runs gets NOT_LEADER_OR_FOLLOWER (Kafka would redirect a move in progress to the newer
+destination).
 
 Authorization: ALTER on the CLUSTER, else CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
