@@ -125,26 +125,3 @@ async def test_the_service_charges_only_when_a_mutation_quota_applies() -> None:
         permissive(1)  # admitted
         assert permissive.finish() == 10_000
         service.controller_mutations("u", "other", strict=True)(1_000)  # not this client
-
-
-# ---- broker-wide and per-listener connection creation rates (KIP-612) ----------------------
-
-
-def test_accept_rates_throttle_the_listener_and_exempt_the_protected_one() -> None:
-    manager = QuotaManager()
-    assert manager.record_accept("CLIENT", False, 0) == 0  # no rate configured
-    manager.set_connection_creation_rates(2, {"CLIENT": 10})
-    assert manager.record_accept("CLIENT", False, 0) == 0
-    assert manager.record_accept("CLIENT", False, 0) == 0
-    assert manager.record_accept("CLIENT", False, 0) == 500  # 3/s over a 2/s broker rate
-    assert manager.record_accept("BROKER", True, 0) == 0  # protected: not the broker rate
-    # A connection the per-IP rate refuses is taken back from the broker rate too.
-    manager.set_configs({QuotaEntity(ip="10.0.0.1"): {"connection_creation_rate": 0.0}})
-    manager.set_connection_creation_rates(100, {})
-    assert manager.record_accept("CLIENT", False, 1_000) == 0
-    assert manager.record_connection("10.0.0.1", 1_000, listener="CLIENT") > 0
-    broker_sensor = manager._accept_rate_broker
-    assert broker_sensor is not None
-    assert broker_sensor.rate.total(1_000) == 3.0  # 4 recorded, one taken back
-    manager.set_connection_creation_rates(None, {})
-    assert manager.record_accept("CLIENT", False, 1_000) == 0
