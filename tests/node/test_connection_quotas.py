@@ -49,3 +49,15 @@ def test_listener_connection_limits_are_dynamic_broker_configs() -> None:
     assert server.inter_broker_listener == "PLAINTEXT"
     assert startup.connection_creation_rates(config) == (20, {"CLIENT": 3})
     assert startup.connection_creation_rates(BrokerConfig.build(1)) == (None, {})
+
+
+def test_bad_per_ip_overrides_are_refused_when_set() -> None:
+    import pytest
+
+    from trafka.node.config.broker import ConfigError, definition
+
+    overrides = definition("max.connections.per.ip.overrides")
+    assert overrides.parse("10.0.0.1:5, host.example:7") == "10.0.0.1:5, host.example:7"
+    for bad in ("10.0.0.1", "10.0.0.1:x", ":5"):
+        with pytest.raises(ConfigError, match=r"max\.connections\.per\.ip\.overrides"):
+            overrides.parse(bad)

@@ -456,7 +456,12 @@ class Broker:
         quotas = self.services.quotas
 
         def apply(config: BrokerConfig) -> None:
-            kafka_server.reconfigure(startup.server_config(config, self.inter_broker_listener))
+            try:
+                server_config = startup.server_config(config, self.inter_broker_listener)
+            except ValueError as error:  # refused when set; a hand-written znode may hold it
+                log.error("connection limits unchanged: %s", error)
+                return
+            kafka_server.reconfigure(server_config)
             if quotas is not None:
                 quotas.manager.set_connection_creation_rates(
                     *startup.connection_creation_rates(config)

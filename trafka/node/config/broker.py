@@ -119,6 +119,8 @@ class ConfigDef:
     def validate(self, value: Any) -> None:
         if value is None:
             return
+        if self.name == "max.connections.per.ip.overrides":
+            _check_host_counts(self.name, str(value))
         if isinstance(value, int) and not isinstance(value, bool):
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(
@@ -971,6 +973,20 @@ class Voter:
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 _VOTER = re.compile(r"^(\d+)@(\[[^\]]*\]|[^:]+):(\d+)$")
+
+
+def _check_host_counts(key: str, text: str) -> None:
+    """Kafka's `host:count,host:count` map (max.connections.per.ip.overrides)."""
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ConfigError(
+                f"invalid value {text!r} for configuration {key}: expected host:count,... "
+                f"({item!r})"
+            )
 
 
 def parse_listener(text: str, key: str = "listeners") -> Listener:
