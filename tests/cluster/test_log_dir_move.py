@@ -1,7 +1,8 @@
 """AlterReplicaLogDirs on a real knode: moving a partition of a few hundred MB between the
 node's two log dirs keeps the event loop responsive (the copy runs in a worker thread;
 only the closed remainder runs on the loop): ApiVersions round trips on another connection
-stay short during the whole move, and every record is still there afterwards."""
+stay short during the whole move, a producer keeps appending to the moving partition, and
+every record, from before and during the move, is there afterwards."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import KnodeCluster
+from tests.support.waiting import wait_until
 from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import KafkaConnection
@@ -120,13 +122,35 @@ def test_a_large_move_keeps_the_loop_responsive(cluster: KnodeCluster) -> None:
 
     prober = _Prober(node.port)
     prober.thread.start()
+    # A producer keeps appending small records to the moving partition meanwhile.
+    acked: list[int] = []
+    stop_producing = threading.Event()
+
+    def produce_during_move() -> None:
+        during = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+        number = 0
+        while not stop_producing.is_set():
+            during.produce(
+                topic,
+                value=b"during-%d" % number,
+                partition=0,
+                on_delivery=lambda error, m: acked.append(m.offset()) if error is None else None,
+            )
+            number += 1
+            during.poll(0.01)
+        assert during.flush(60) == 0
+
+    appender = threading.Thread(target=produce_during_move, daemon=True)
+    appender.start()
     try:
-        time.sleep(0.5)
+        wait_until(lambda: len(acked) >= 10, timeout_s=30, what="appends before the move")
         started = time.monotonic()
         assert _alter_replica_log_dirs(node.port, destination, topic) == [0]
         ended = time.monotonic()
         time.sleep(0.2)
     finally:
+        stop_producing.set()
+        appender.join(90)
         prober.stop.set()
         prober.thread.join(30)
         prober.sock.close()
@@ -141,15 +165,17 @@ def test_a_large_move_keeps_the_loop_responsive(cluster: KnodeCluster) -> None:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "dir-move"})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        assert (low, high) == (0, count)
-        # The first and the last record read back from the moved log.
-        for offset in (0, count - 1):
+        assert (low, high) == (0, count + len(acked))
+        assert sorted(acked) == list(range(count, count + len(acked)))
+        # Records from before, and the last appended during the move, read back.
+        for offset, value in ((0, VALUE), (count - 1, VALUE), (high - 1, None)):
             consumer.assign([TopicPartition(topic, 0, offset)])
             message = None
             deadline = time.monotonic() + 30
             while message is None and time.monotonic() < deadline:
                 message = consumer.poll(1.0)
             assert message is not None and message.error() is None
-            assert message.offset() == offset and message.value() == VALUE
+            assert message.offset() == offset
+            assert value is None or message.value() == value
     finally:
         consumer.close()
