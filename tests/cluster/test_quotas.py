@@ -11,10 +11,15 @@
 * ACLs: ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster (tests/cluster/test_acls.py style
   is covered by the pure filter and the authorizer; here the allow-all path).
 * A per-IP `connection_creation_rate` closes connections beyond the rate.
+* `controller_mutation_rate` (KIP-599): Kafka's Java Admin (CreateTopics v7, DeleteTopics
+  v6, CreatePartitions v3: strict) gets ThrottlingQuotaExceededException with the throttle
+  time for the topics beyond the quota; older versions (raw requests) are only throttled;
+  validate_only is not charged.
 """
 
 from __future__ import annotations
 
+import datetime
 import socket
 import threading
 import time
@@ -77,14 +82,23 @@ def scrape(name: str, **labels: str) -> float:
     return total
 
 
-def request(cluster: KnodeCluster, node_id: int, api_key: int, data: Any, high: int = 1) -> Any:
+def request(
+    cluster: KnodeCluster,
+    node_id: int,
+    api_key: int,
+    data: Any,
+    high: int = 1,
+    *,
+    client_id: str = "quota-test",
+    low: int = 0,
+) -> Any:
     async def run() -> Any:
         connection = await KafkaConnection.connect(
-            "127.0.0.1", cluster.nodes[node_id].port, client_id="quota-test"
+            "127.0.0.1", cluster.nodes[node_id].port, client_id=client_id
         )
         try:
             await connection.negotiate_api_versions()
-            version = connection.version_for(api_key, 0, high)
+            version = connection.version_for(api_key, low, high)
             request_class = codec.request_class(api_key, version)
             assert request_class is not None
             return await connection.request(build(request_class, data), version)
@@ -444,3 +458,204 @@ def test_request_percentage_throttles_and_mutes_the_connection(cluster: KnodeClu
         assert scrape("kafka_server_request_throttle_time_ms_total", client_id="busy") > 0
     finally:
         alter(cluster, [("client-id", "busy")], [("request_percentage", None)])
+
+
+# ---- controller_mutation_rate (KIP-599) -----------------------------------------------------
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+THROTTLED = int(ErrorCode.throttling_quota_exceeded)
+
+
+def _quota_applied(cluster: KnodeCluster, client_id: str, value: str) -> None:
+    """Both brokers applied the quota (they follow the notification asynchronously)."""
+    line = f"client quota clients/{client_id}: {{'controller_mutation_rate': {value}}}"
+    wait_until(
+        lambda: all(
+            line in node.stderr_path.read_text(errors="replace") for node in cluster.nodes.values()
+        ),
+        timeout_s=10,
+        what="both brokers applying the quota",
+    )
+
+
+def _throttle_ms(response: Any) -> int:
+    value = response.throttle_time
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def test_java_admin_meets_the_controller_mutation_quota(cluster: KnodeCluster) -> None:
+    from tests.cluster.java_support import run_program
+
+    client = "mutator"
+    assert alter(cluster, [("client-id", client)], [("controller_mutation_rate", 0.1)]) == (0, None)
+    try:
+        _quota_applied(cluster, client, "0.1")
+        # 0.1 partitions/s: a burst of 1.1 (11 windows of 1 s). 1, then 5 (admitted with 0.1
+        # left: check, then record; the bucket goes to -4.9), then the third topic is
+        # refused for the ~49 s the bucket needs to get back to zero (minus the time the
+        # creations took).
+        records, _ = run_program(
+            "MutationQuota",
+            cluster.bootstrap_servers,
+            client,
+            "create",
+            "mq-a:1",
+            "mq-b:5",
+            "mq-c:1",
+        )
+        by_topic = {r["topic"]: r for r in records}
+        assert by_topic["mq-a"]["ok"] and by_topic["mq-b"]["ok"], records
+        refused = by_topic["mq-c"]
+        assert refused["error"] == "ThrottlingQuotaExceededException", records
+        assert 20_000 < refused["throttle_time_ms"] <= 49_500, records
+        metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
+            timeout=10
+        )
+        assert "mq-c" not in metadata.topics and "mq-b" in metadata.topics
+        # Still below zero: deleting and adding partitions are refused too.
+        for op, arg in (("delete", "mq-b"), ("partitions", "mq-b:6")):
+            records, _ = run_program("MutationQuota", cluster.bootstrap_servers, client, op, arg)
+            assert records[0]["error"] == "ThrottlingQuotaExceededException", records
+            assert records[0]["throttle_time_ms"] > 1_000, records
+        # A raised quota applies to the same bucket at once (it refills at the new rate);
+        # the same calls then succeed (after the throttle time, as the Admin's
+        # retryOnQuotaViolation would wait).
+        assert alter(cluster, [("client-id", client)], [("controller_mutation_rate", 100)]) == (
+            0,
+            None,
+        )
+        _quota_applied(cluster, client, "100.0")
+        _admitted_after_waiting(cluster, client, "partitions", "mq-b:6")
+        _admitted_after_waiting(cluster, client, "delete", "mq-b")
+        assert (
+            scrape("kafka_server_quota_throttle_time_ms_total", quota_type="ControllerMutation") > 0
+        )
+    finally:
+        alter(cluster, [("client-id", client)], [("controller_mutation_rate", None)])
+
+
+def _admitted_after_waiting(cluster: KnodeCluster, client: str, op: str, arg: str) -> None:
+    from tests.cluster.java_support import run_program
+
+    for _ in range(5):
+        records, _ = run_program("MutationQuota", cluster.bootstrap_servers, client, op, arg)
+        if records[0]["ok"]:
+            return
+        assert records[0]["error"] == "ThrottlingQuotaExceededException", records
+        time.sleep(records[0]["throttle_time_ms"] / 1000 + 0.2)
+    raise AssertionError(f"{op} {arg} still refused")
+
+
+def test_older_versions_are_only_throttled_and_validate_only_is_free(
+    cluster: KnodeCluster,
+) -> None:
+    client = "mutator-raw"
+    assert alter(cluster, [("client-id", client)], [("controller_mutation_rate", 1)]) == (0, None)
+    try:
+        _quota_applied(cluster, client, "1.0")
+
+        def create(version: int, topics: dict[str, int], *, validate_only: bool = False) -> Any:
+            return request(
+                cluster,
+                1,
+                CREATE_TOPICS,
+                {
+                    "topics": [
+                        {
+                            "name": name,
+                            "num_partitions": count,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                        for name, count in topics.items()
+                    ],
+                    "timeout": datetime.timedelta(seconds=30),
+                    "validate_only": validate_only,
+                },
+                high=version,
+                low=version,
+                client_id=client,
+            )
+
+        # validate_only is not charged: 100 partitions leave the burst of 11 whole.
+        checked = create(7, {"mr-zero": 100}, validate_only=True)
+        assert [t.error_code for t in checked.topics] == [0] and _throttle_ms(checked) == 0
+        # v5 (before THROTTLING_QUOTA_EXCEEDED): both created, the response throttled by the
+        # time the bucket needs to get back from -9 to zero.
+        permissive = create(5, {"mr-a": 10, "mr-b": 10})
+        assert [t.error_code for t in permissive.topics] == [0, 0]
+        assert 0 < _throttle_ms(permissive) <= 9_000
+        # v6+: refused while below zero, with the same throttle time.
+        strict = create(7, {"mr-c": 1})
+        assert [t.error_code for t in strict.topics] == [THROTTLED]
+        assert 0 < _throttle_ms(strict) <= 9_000
+        assert strict.topics[0].error_message == "The throttling quota has been exceeded."
+        # DeleteTopics v4 deletes and throttles; v5+ refuses.
+        deleted = request(
+            cluster,
+            1,
+            DELETE_TOPICS,
+            {"topic_names": ["mr-a"], "timeout": datetime.timedelta(seconds=30)},
+            high=4,
+            low=4,
+            client_id=client,
+        )
+        assert [r.error_code for r in deleted.responses] == [0] and _throttle_ms(
+            deleted
+        ) > _throttle_ms(strict)
+        refused = request(
+            cluster,
+            1,
+            DELETE_TOPICS,
+            {"topic_names": ["mr-b"], "timeout": datetime.timedelta(seconds=30)},
+            high=5,
+            low=5,
+            client_id=client,
+        )
+        assert [r.error_code for r in refused.responses] == [THROTTLED]
+        # CreatePartitions v2 adds and throttles; v3 refuses.
+        grown = request(
+            cluster,
+            1,
+            CREATE_PARTITIONS,
+            {
+                "topics": [{"name": "mr-b", "count": 12, "assignments": None}],
+                "timeout": datetime.timedelta(seconds=30),
+                "validate_only": False,
+            },
+            high=2,
+            low=2,
+            client_id=client,
+        )
+        assert [r.error_code for r in grown.results] == [0] and _throttle_ms(grown) > 0
+        refused = request(
+            cluster,
+            1,
+            CREATE_PARTITIONS,
+            {
+                "topics": [{"name": "mr-b", "count": 14, "assignments": None}],
+                "timeout": datetime.timedelta(seconds=30),
+                "validate_only": False,
+            },
+            high=3,
+            low=3,
+            client_id=client,
+        )
+        assert [r.error_code for r in refused.results] == [THROTTLED]
+        # Another client id has no quota and is not refused.
+        other = request(
+            cluster,
+            1,
+            CREATE_PARTITIONS,
+            {
+                "topics": [{"name": "mr-b", "count": 14, "assignments": None}],
+                "timeout": datetime.timedelta(seconds=30),
+                "validate_only": False,
+            },
+            high=3,
+            low=3,
+            client_id="no-quota",
+        )
+        assert [r.error_code for r in other.results] == [0] and _throttle_ms(other) == 0
+    finally:
+        alter(cluster, [("client-id", client)], [("controller_mutation_rate", None)])

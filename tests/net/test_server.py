@@ -355,12 +355,19 @@ async def test_queued_max_request_bytes_bounds_all_connections(
 
 
 async def test_max_connections(start_server: StartServer, connect: Connect) -> None:
+    """At max.connections the listener stops accepting (Kafka's acceptor blocks): the next
+    client is served once a connection closes."""
     server, broker = await start_server(ServerConfig(max_connections=1))
     first = await connect(broker.port)
     await first.send(request_frame(metadata_v1(), 1))
     assert await first.read_frame() is not None
     second = await connect(broker.port)
-    await second.assert_closed_by_server()
+    await second.send(request_frame(metadata_v1(), 2))
+    with pytest.raises(trio.TooSlowError):
+        await second.read_frame(timeout_s=0.5)
+    assert server.connection_count == 1
+    await first.aclose()
+    assert await second.read_frame() is not None
     assert server.connection_count == 1
 
 
@@ -472,7 +479,10 @@ async def test_a_connection_policy_refuses_with_a_delayed_close(
         def __init__(self) -> None:
             self.seen: list[tuple[str, str]] = []
 
-        def admit(self, ip: str, listener_name: str) -> int:
+        def throttle_accept(self, listener_name: str, protected: bool) -> int:
+            return 0
+
+        def admit(self, ip: str, listener_name: str, protected: bool) -> int:
             self.seen.append((ip, listener_name))
             return 0 if len(self.seen) % 2 else 200
 

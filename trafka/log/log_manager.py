@@ -27,17 +27,19 @@ body of Kafka's periodic tasks (retention check, flush.ms, producer-id expiry, c
 checkpoints): the broker calls it every `log.retention.check.interval.ms` or so, from a
 worker thread if it likes (every log has its own lock).
 
-Moving a partition to another dir of this node (AlterReplicaLogDirs, `move_to_dir`) is
-synchronous: the log is flushed and closed, copied into
-`<dest>/<topic>-<partition>.<uuid>-future` and synced, the future dir renamed to
+Moving a partition to another dir of this node (AlterReplicaLogDirs) copies it into
+`<dest>/<topic>-<partition>.<uuid>-future` in two steps (`trafka.log.dir_move`): the bulk
+while the log keeps serving (`start_move`, `DirMove.copy_bulk`, which a caller may run in a
+worker thread), then, the log closed, the remainder (`finish_move`: appended tails, changed
+small files); the future dir is renamed to
 `<dest>/<topic>-<partition>`, the old dir renamed `-delete` (removed by the background
 remover, as `delete` does), and the log reopened in its new place with its offsets (log
 start, HW, recovery point) kept. A crash in between leaves either the old dir alone (a
 `-future` dir is removed at the next start) or two identical copies (the first dir in
 `log.dirs` order is kept, the other ignored with an error line). Kafka instead fills the
 future log with a ReplicaAlterLogDirsThread while the current one keeps serving; here the
-caller's event loop waits for the copy (the knode loop watchdog logs it when it takes
-over a second).
+copy of the files does the same, and only the closed remainder runs on the caller's
+thread.
 
 Not implemented: JBOD-style per-dir failure notification to the controller (the broker reads
 `offline_dirs`), `log.cleaner.threads` (the cleaner runs inside `maintenance`).
@@ -75,6 +77,7 @@ from trafka.log.checkpoint import (
     write_partition_metadata,
 )
 from trafka.log.config import LogConfig
+from trafka.log.dir_move import FutureCopy
 from trafka.log.dir_remover import DirectoryRemover
 from trafka.log.errors import LogDirFailedError, LogError
 from trafka.log.partition_log import PartitionLog, parse_topic_partition
@@ -86,6 +89,21 @@ LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 MAX_FILE_NAME_BYTES = 255
+
+
+@dataclass
+class DirMove:
+    """One AlterReplicaLogDirs move in progress (`LogManager.start_move`)."""
+
+    key: TopicPartition
+    log: PartitionLog
+    source: Path
+    destination: Path
+    copy: FutureCopy
+
+    def copy_bulk(self) -> int:
+        """The bulk of the copy, while the log serves (a worker thread may run it)."""
+        return self.copy.copy_bulk()
 
 
 def delete_dir_name(topic: str, partition: int, unique_id: str | None = None) -> str:
@@ -339,11 +357,24 @@ class LogManager:
         return True
 
     def move_to_dir(self, topic: str, partition: int, destination: Path, *, now_ms: int) -> None:
-        """Move a partition's log to another online dir of this node (see the module doc).
+        """Move a partition's log to another online dir of this node, in one call (see the
+        module doc; a caller with an event loop runs `start_move`, `DirMove.copy_bulk` in a
+        worker thread, then `finish_move`).
 
         `ValueError` when `destination` is not one of this manager's dirs or the partition
         has no log here; `LogDirFailedError` when either dir is offline or fails meanwhile
         (the failing dir is taken offline). Nothing happens when it is there already."""
+        move = self.start_move(topic, partition, destination)
+        if move is None:
+            return
+        try:
+            move.copy_bulk()
+        except OSError as error:
+            self.abort_move(move, error)
+        self.finish_move(move, now_ms=now_ms)
+
+    def start_move(self, topic: str, partition: int, destination: Path) -> DirMove | None:
+        """Check a move and name its `-future` dir (None: the log is there already)."""
         destination = Path(destination)
         with self._lock:
             key = (topic, partition)
@@ -356,29 +387,50 @@ class LogManager:
             if destination in self._offline:
                 raise LogDirFailedError(f"{destination} is offline")
             if destination == source:
-                return
+                return None
+            future = destination / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            copy = FutureCopy(log.directory, future, lambda: log.truncations)
+            return DirMove(key, log, source, destination, copy)
+
+    def abort_move(self, move: DirMove, error: OSError) -> None:
+        """The copy failed: drop the future dir, take the destination offline, raise."""
+        shutil.rmtree(move.copy.future, ignore_errors=True)
+        with self._lock:
+            self._take_offline(move.destination, str(error))
+        raise LogDirFailedError(f"{move.destination}: {error}") from error
+
+    def finish_move(self, move: DirMove, *, now_ms: int) -> None:
+        """The log closed, the future dir made identical (the small remainder of the copy),
+        renamed into place, the log reopened there and the old dir removed."""
+        key = move.key
+        with self._lock:
+            log = self._logs.get(key)
+            if log is not move.log or self._dir_of.get(key) != move.source:
+                shutil.rmtree(move.copy.future, ignore_errors=True)
+                raise ValueError(f"{key[0]}-{key[1]} was deleted or moved meanwhile")
+            if move.destination in self._offline:
+                shutil.rmtree(move.copy.future, ignore_errors=True)
+                raise LogDirFailedError(f"{move.destination} is offline")
             with log.lock:
                 log_start, high_watermark = log.log_start_offset, log.high_watermark
                 log.close()
-                future = destination / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
-                final = destination / f"{topic}-{partition}"
+                final = move.destination / f"{key[0]}-{key[1]}"
                 try:
-                    shutil.copytree(log.directory, future)
-                    _fsync_tree(future)
-                    os.replace(future, final)
-                    _fsync_path(destination)
+                    move.copy.sync_final()
+                    os.replace(move.copy.future, final)
+                    _fsync_path(move.destination)
                 except OSError as error:
-                    shutil.rmtree(future, ignore_errors=True)
-                    self._reopen(key, log.directory, source, log_start, high_watermark, now_ms)
-                    self._take_offline(destination, str(error))
-                    raise LogDirFailedError(f"{destination}: {error}") from error
-                doomed = log.directory.with_name(delete_dir_name(topic, partition))
+                    shutil.rmtree(move.copy.future, ignore_errors=True)
+                    self._reopen(key, log.directory, move.source, log_start, high_watermark, now_ms)
+                    self._take_offline(move.destination, str(error))
+                    raise LogDirFailedError(f"{move.destination}: {error}") from error
+                doomed = log.directory.with_name(delete_dir_name(key[0], key[1]))
                 try:
                     os.replace(log.directory, doomed)
                     self._remover.remove(log, doomed)  # removed off the loop, as `delete`
                 except OSError as error:
-                    self._take_offline(source, str(error))
-            self._reopen(key, final, destination, log_start, high_watermark, now_ms)
+                    self._take_offline(move.source, str(error))
+            self._reopen(key, final, move.destination, log_start, high_watermark, now_ms)
 
     def _reopen(
         self,
@@ -591,14 +643,6 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _fsync_tree(directory: Path) -> None:
-    """fsync every file of a copied partition dir, then the dir itself."""
-    for child in directory.iterdir():
-        if child.is_file():
-            _fsync_path(child)
-    _fsync_path(directory)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

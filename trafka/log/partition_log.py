@@ -262,6 +262,9 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._closed = False
         self._layout_generation = 0
+        self.truncations = 0
+        """Times the log was truncated (a -future copy of it cannot trust appended-only
+        files across one: trafka.log.dir_move)."""
         """Bumped whenever segments are removed or truncated (the cleaner checks it)."""
         self._io_guard = _OsErrorGuard(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory)
@@ -1051,6 +1054,7 @@ class PartitionLog:
                 self._remove_segments(doomed)
             segment = self._segments[-1]
             self._layout_generation += 1
+            self.truncations += 1
             dropped = segment.truncate_to(offset)
             segment.make_active()
             logger.info("%s: truncated to %d (%d bytes dropped)", self.directory, offset, dropped)
@@ -1073,6 +1077,7 @@ class PartitionLog:
             self._truncate_fully(offset, self._last_now_ms)
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
+        self.truncations += 1
         self._remove_segments(list(self._segments), allow_all=True)
         segment = LogSegment.create(self.directory, offset, self._config, now_ms=now_ms)
         fsync_dir(self.directory)

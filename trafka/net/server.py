@@ -35,9 +35,13 @@ acks=0). A handler that raises is logged and its connection closed; others are u
 Limits (Kafka's names, all finite by default; issue 12): ``socket.request.max.bytes`` (per
 frame, and per connection for the bytes of requests read but not yet answered),
 ``queued.max.request.bytes`` (the same over all connections; 512 MiB, Kafka: unbounded),
-``max.connections`` (10,000, Kafka: unbounded), ``max.connections.per.ip`` (1,000, Kafka:
-unbounded) with ``max.connections.per.ip.overrides`` (a connection over a limit is
-accepted and closed at once), ``connections.max.idle.ms`` (10 minutes; also for a partial
+``max.connections`` (10,000, Kafka: unbounded) and ``listener.name.<l>.max.connections``
+(at the limit the listener stops accepting until a connection closes, as Kafka's acceptor
+blocks; the inter-broker listener is exempt from the broker-wide limit and closes the least
+recently used client connection instead, KIP-402: `trafka.net.connection_limits`),
+``max.connections.per.ip`` (1,000, Kafka: unbounded) with
+``max.connections.per.ip.overrides`` (a connection over it is accepted and closed at once),
+``connections.max.idle.ms`` (10 minutes; also for a partial
 frame, and for a peer that stops reading its responses: the writer's send makes no
 progress, as Kafka expires a muted channel). A frame's first 8 bytes (api key and version)
 are checked before its body is reserved or read, and its buffer grows with the bytes
@@ -56,16 +60,20 @@ Quotas (KIP-219): the server knows no quota, it offers two mechanisms the node u
 `ChannelThrottle.mute_for`) after answering at once with its throttle time: no further frame
 is read, and no request already read starts, until the time has passed (Kafka 2.0+ mutes the
 channel the same way); and a `ConnectionPolicy` given to the server decides per new
-connection whether it is accepted or closed after a delay (the per-IP
+connection how long the listener waits before accepting more (the broker-wide and
+per-listener `max.connection.creation.rate`, KIP-612: Kafka's acceptor sleeps the throttle
+time) and whether it is accepted or closed after a delay (the per-IP
 `connection_creation_rate`, KIP-612).
 
-NOT implemented: per-listener ``max.connections``, the broker-wide and per-listener
-connection-creation rates (`max.connection.creation.rate`, KIP-612), muting a channel while a
-request is handled (we pipeline instead, with side effects in arrival order: RequestTurn).
+The limits follow dynamic broker configs: `KafkaServer.reconfigure`.
+
+NOT implemented: muting a channel while a request is handled (we pipeline instead, with side
+effects in arrival order: RequestTurn).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import struct
@@ -79,6 +87,7 @@ import trio
 from trafka.metrics.errors import error_codes
 
 from . import codec, headers, large_requests, protocol
+from .connection_limits import ConnectionCounts, ConnectionLimits
 from .framing import (
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Chunk,
@@ -125,6 +134,19 @@ class ServerConfig:
     #: connections; 0 or negative = unbounded (Kafka's default -1; ours is finite). Each
     #: connection is also bounded by ``socket.request.max.bytes`` of such bytes.
     queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    #: ``listener.name.<l>.max.connections``: (listener name, limit).
+    max_connections_per_listener: tuple[tuple[str, int], ...] = ()
+    #: ``inter.broker.listener.name``: exempt from max.connections when there are others.
+    inter_broker_listener: str = ""
+
+    def limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            max_connections=self.max_connections,
+            max_connections_per_listener=dict(self.max_connections_per_listener),
+            max_connections_per_ip=self.max_connections_per_ip,
+            max_connections_per_ip_overrides=dict(self.max_connections_per_ip_overrides),
+            inter_broker_listener=self.inter_broker_listener,
+        )
 
     def connection_limit_for(self, ip: str) -> int:
         """`max.connections.per.ip`, or the override for `ip`."""
@@ -134,10 +156,11 @@ class ServerConfig:
         return self.max_connections_per_ip
 
     def __post_init__(self) -> None:
+        for name in ("max_connections", "max_connections_per_ip"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
         for name in (
             "socket_request_max_bytes",
-            "max_connections",
-            "max_connections_per_ip",
             "connections_max_idle_ms",
             "max_in_flight_requests",
             "receive_buffer_bytes",
@@ -235,10 +258,18 @@ class ChannelThrottle:
 
 
 class ConnectionPolicy(Protocol):
-    """Decides about each new connection (the node's per-IP connection-creation quota)."""
+    """Decides about each new connection (the node's connection-creation quotas)."""
 
-    def admit(self, ip: str, listener_name: str) -> int:
-        """0: serve the connection; else close it after this many ms (at most 10 s)."""
+    def throttle_accept(self, listener_name: str, protected: bool) -> int:
+        """A connection was accepted on `listener_name`: count it against the broker-wide
+        (unless `protected`) and the listener's creation rates; the ms the listener waits
+        before accepting the next one (0: none)."""
+        ...
+
+    def admit(self, ip: str, listener_name: str, protected: bool) -> int:
+        """0: serve the connection; else close it after this many ms (at most 10 s): the
+        per-IP rate (a refused connection is taken back from the broker and listener
+        rates)."""
         ...
 
 
@@ -386,6 +417,7 @@ class _Connection:
         #: Released when the latest request's side effects are done (see RequestTurn).
         self.last_released: trio.Event | None = None
         self.throttle = ChannelThrottle()
+        self.cancel_scope = trio.CancelScope()
         self.reader = FrameReader(
             self.socket,
             max_frame_bytes=config.socket_request_max_bytes,
@@ -403,8 +435,13 @@ class _Connection:
             self.server.budget.give_back(self.in_flight_bytes)
             self.in_flight_bytes = 0
 
+    def close_soon(self) -> None:
+        """Close this connection (the broker is over max.connections)."""
+        self.cancel_scope.cancel()
+
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
+            self.cancel_scope = nursery.cancel_scope
             nursery.start_soon(self._write_loop, nursery.cancel_scope)
             nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
             try:
@@ -700,16 +737,45 @@ class KafkaServer:
         self.connection_policy = connection_policy
         self.supported = supported
         self.config = config or ServerConfig()
-        self._connections_by_ip: dict[str, int] = {}
+        self.counts = ConnectionCounts(self.config.limits())
+        self._slots_changed = trio.Event()
+        self._live: set[_Connection] = set()
         limit = self.config.queued_max_request_bytes
         self.budget = ByteBudget(limit if limit > 0 else None)
-        self._connection_count = 0
         self.metrics: NodeMetrics | None = None
         """RequestMetrics and connection counts go here when set (trafka.metrics)."""
 
     @property
     def connection_count(self) -> int:
-        return self._connection_count
+        return self.counts.total
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """New connection limits (dynamic broker configs): waiting listeners re-check, and
+        connections over a lowered max.connections are closed, least recently used first."""
+        self.config = config
+        self.counts.update(config.limits())
+        self._wake_listeners()
+        self._close_excess()
+
+    def _wake_listeners(self) -> None:
+        self._slots_changed.set()
+        self._slots_changed = trio.Event()
+
+    def _close_excess(self) -> None:
+        excess = self.counts.excess()
+        if not excess:
+            return
+        candidates = sorted(
+            (c for c in self._live if not self.counts.protected(c.listener_name)),
+            key=lambda c: c.last_activity,
+        )
+        for connection in candidates[:excess]:
+            log.warning(
+                "max.connections (%d) exceeded; closing %s (least recently used)",
+                self.counts.limits.max_connections,
+                connection.describe(),
+            )
+            connection.close_soon()
 
     async def serve(
         self,
@@ -725,60 +791,118 @@ class KafkaServer:
                 sockets = await trio.open_tcp_listeners(listener.port, host=listener.host or None)
                 port = sockets[0].socket.getsockname()[1]
                 bound.append(BoundListener(listener.name, listener.host, port))
-                nursery.start_soon(self._accept_loop, sockets, listener.name, listener.security)
+                self.counts.add_listener(listener.name)
+                for socket_listener in sockets:
+                    nursery.start_soon(
+                        self._accept_loop, socket_listener, listener.name, listener.security
+                    )
             task_status.started(bound)
 
     async def _accept_loop(
         self,
-        sockets: list[trio.SocketListener],
+        socket_listener: trio.SocketListener,
         listener_name: str,
         security: ListenerSecurity = PLAINTEXT,
     ) -> None:
-        async def on_connection(stream: trio.SocketStream) -> None:
-            await self._serve_connection(stream, listener_name, security)
+        """Kafka's Acceptor: accept, wait for a slot (listener and broker-wide
+        max.connections) and the creation-rate throttle, count, serve; meanwhile further
+        clients wait in the listen backlog."""
+        async with socket_listener, trio.open_nursery() as nursery:
+            while True:
+                try:
+                    stream = await socket_listener.accept()
+                except OSError as error:
+                    if error.errno not in _ACCEPT_RESOURCE_ERRORS:
+                        raise
+                    log.error("accept on %s failed: %s; retrying", listener_name, error)
+                    await trio.sleep(0.1)
+                    continue
+                try:
+                    await self._wait_for_slot(listener_name)
+                except BaseException:
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    raise
+                try:
+                    ip = stream.socket.getpeername()[0]
+                except OSError:
+                    await stream.aclose()
+                    continue
+                within_ip_limit = self.counts.add(listener_name, ip)
+                if self.counts.protected(listener_name):
+                    self._close_excess()
+                nursery.start_soon(
+                    self._serve_connection, stream, listener_name, security, ip, within_ip_limit
+                )
 
-        await trio.serve_listeners(on_connection, sockets)
+    async def _wait_for_slot(self, listener_name: str) -> None:
+        """Kafka's `waitForConnectionSlot`: the creation-rate throttle, then until the
+        listener (and, unless protected, the broker) is under max.connections."""
+        policy = self.connection_policy
+        protected = self.counts.protected(listener_name)
+        throttle_ms = 0 if policy is None else policy.throttle_accept(listener_name, protected)
+        if throttle_ms > 0:
+            log.debug("connection creation on %s throttled %d ms", listener_name, throttle_ms)
+            await trio.sleep(min(throttle_ms, MAX_REFUSAL_DELAY_MS) / 1000)
+        if not self.counts.slot_available(listener_name):
+            log.warning(
+                "max.connections reached on %s (%d open); waiting for a connection to close",
+                listener_name,
+                self.counts.total,
+            )
+        while not self.counts.slot_available(listener_name):
+            await self._slots_changed.wait()
 
     async def _serve_connection(
         self,
         stream: trio.SocketStream,
         listener_name: str,
-        security: ListenerSecurity = PLAINTEXT,
+        security: ListenerSecurity,
+        ip: str,
+        within_ip_limit: bool,
     ) -> None:
+        """Serve one counted connection; it is forgotten (and a waiting listener woken)
+        when it ends."""
         try:
-            peer = stream.socket.getpeername()
-        except OSError:
-            await stream.aclose()
+            await self._serve_counted(stream, listener_name, security, ip, within_ip_limit)
+        finally:
+            self.counts.remove(listener_name, ip)
+            self._wake_listeners()
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve_counted(
+        self,
+        stream: trio.SocketStream,
+        listener_name: str,
+        security: ListenerSecurity,
+        ip: str,
+        within_ip_limit: bool,
+    ) -> None:
+        if not within_ip_limit:
+            log.warning(
+                "max.connections.per.ip (%d) reached for %s; closing",
+                self.counts.limits.ip_limit(ip),
+                ip,
+            )
             return
-        ip = peer[0]
-        per_ip = self._connections_by_ip.get(ip, 0)
-        if self._connection_count >= self.config.max_connections:
-            log.warning("max.connections (%d) reached; closing %s", self._connection_count, ip)
-            await stream.aclose()
-            return
-        if per_ip >= self.config.connection_limit_for(ip):
-            log.warning("max.connections.per.ip (%d) reached for %s; closing", per_ip, ip)
-            await stream.aclose()
-            return
-        self._connection_count += 1
-        self._connections_by_ip[ip] = per_ip + 1
-        delay_ms = (
-            0 if self.connection_policy is None else self.connection_policy.admit(ip, listener_name)
-        )
+        protected = self.counts.protected(listener_name)
+        policy = self.connection_policy
+        delay_ms = 0 if policy is None else policy.admit(ip, listener_name, protected)
         if delay_ms > 0:
             # Kafka's ConnectionThrottledException: closed after the throttle time (counted
             # against max.connections meanwhile, so refused connections stay bounded).
             log.info("connection from %s throttled; closing in %d ms", ip, delay_ms)
-            try:
-                await trio.sleep(min(delay_ms, MAX_REFUSAL_DELAY_MS) / 1000)
-            finally:
-                self._forget_connection(ip)
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
+            await trio.sleep(min(delay_ms, MAX_REFUSAL_DELAY_MS) / 1000)
+            return
+        try:
+            port = stream.socket.getpeername()[1]
+        except OSError:
             return
         metrics = self.metrics
         if metrics is not None:
             metrics.connection_opened(listener_name)
+        connection: _Connection | None = None
         try:
             session = ConnectionSession.for_listener(security)
             transport = None
@@ -790,21 +914,20 @@ class KafkaServer:
                 except TlsHandshakeFailed as error:
                     log.info("TLS handshake with %s on %s failed: %s", ip, listener_name, error)
                     return
-            await _Connection(self, stream, listener_name, (ip, peer[1]), transport, session).run()
+            connection = _Connection(self, stream, listener_name, (ip, port), transport, session)
+            self._live.add(connection)
+            await connection.run()
         except Exception:
             # A bug in one connection must not take the listener (and every client) down.
-            log.exception("connection from %s:%d failed unexpectedly", ip, peer[1])
+            log.exception("connection from %s:%d failed unexpectedly", ip, port)
         finally:
+            if connection is not None:
+                self._live.discard(connection)
             if metrics is not None:
                 metrics.connection_closed(listener_name)
-            self._forget_connection(ip)
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
 
-    def _forget_connection(self, ip: str) -> None:
-        self._connection_count -= 1
-        remaining = self._connections_by_ip[ip] - 1
-        if remaining:
-            self._connections_by_ip[ip] = remaining
-        else:
-            del self._connections_by_ip[ip]
+
+_ACCEPT_RESOURCE_ERRORS: Final = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ECONNABORTED}
+)
+"""accept() failures that are not the listener's fault (trio.serve_listeners' list)."""

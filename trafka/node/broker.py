@@ -161,6 +161,7 @@ class Broker:
             listener_name=listener_name or self.inter_broker_listener,
             security_protocol="PLAINTEXT" if session is None else session.security_protocol,
             session=session,
+            channel=channel,
         )
         refused = await refuse_if_not_admitted(
             header.api_key,
@@ -438,14 +439,36 @@ class Broker:
         kafka_server = net_server.KafkaServer(
             self._handle_net_request,
             self._supported,
-            startup.server_config(self.config),
+            startup.server_config(self.services.configs.config, self.inter_broker_listener),
             connection_policy=self.services.quotas,
         )
+        self._follow_connection_limits(kafka_server)
         self.metrics = await start_metrics(
             nursery, self.config.get("metrics.listener") or "", self.services, kafka_server
         )
         listeners = listeners_for(self.config, self.listener_specs, store)
         self.bound_ports = await startup.serve(nursery, kafka_server, listeners, self.config)
+
+    def _follow_connection_limits(self, kafka_server: net_server.KafkaServer) -> None:
+        """max.connections*, max.connection.creation.rate (and their listener.name.<l>.
+        forms) from the effective config, now and on every dynamic change."""
+        assert self.services is not None
+        quotas = self.services.quotas
+
+        def apply(config: BrokerConfig) -> None:
+            try:
+                server_config = startup.server_config(config, self.inter_broker_listener)
+            except ValueError as error:  # refused when set; a hand-written znode may hold it
+                log.error("connection limits unchanged: %s", error)
+                return
+            kafka_server.reconfigure(server_config)
+            if quotas is not None:
+                quotas.manager.set_connection_creation_rates(
+                    *startup.connection_creation_rates(config)
+                )
+
+        apply(self.services.configs.config)
+        self.services.configs.on_broker_config.append(apply)
 
     async def _close(self) -> None:
         logs, self._logs = self._logs, None

@@ -119,8 +119,22 @@ class LocalLogs:
         return log_dir in self.manager.online_dirs
 
     def move_to_dir(self, topic: str, partition: int, log_dir: Path, *, now_ms: int) -> None:
-        """AlterReplicaLogDirs: `LogManager.move_to_dir`."""
+        """`LogManager.move_to_dir`, all on the caller's thread."""
         self.manager.move_to_dir(topic, partition, log_dir, now_ms=now_ms)
+
+    async def move_to_dir_off_loop(
+        self, topic: str, partition: int, log_dir: Path, now_ms: Callable[[], int]
+    ) -> None:
+        """AlterReplicaLogDirs: the bulk of the copy in a worker thread while the log keeps
+        serving, then the closed remainder on the loop (`trafka.log.dir_move`)."""
+        move = self.manager.start_move(topic, partition, log_dir)
+        if move is None:
+            return
+        try:
+            await trio.to_thread.run_sync(move.copy_bulk)
+        except OSError as error:
+            self.manager.abort_move(move, error)
+        self.manager.finish_move(move, now_ms=now_ms())
 
     def partition_sizes(self) -> list[tuple[str, str, int, int]]:
         return [(str(d), t, p, size) for d, t, p, size in self.manager.partition_sizes()]

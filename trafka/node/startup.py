@@ -73,9 +73,13 @@ def open_logs(
         raise StartupError(f"cannot open log directories: {error}") from None
 
 
-def server_config(config: BrokerConfig) -> net_server.ServerConfig:
+def server_config(config: BrokerConfig, inter_broker_listener: str = "") -> net_server.ServerConfig:
     """The net server's limits from the broker's config (Kafka's socket server keys)."""
     return net_server.ServerConfig(
+        max_connections_per_listener=tuple(
+            sorted((name, int(limit)) for name, limit in per_listener_limits(config).items())
+        ),
+        inter_broker_listener=inter_broker_listener,
         socket_request_max_bytes=config.get_int("socket.request.max.bytes"),
         max_connections=config.get_int("max.connections"),
         max_connections_per_ip=config.get_int("max.connections.per.ip"),
@@ -86,6 +90,26 @@ def server_config(config: BrokerConfig) -> net_server.ServerConfig:
         connections_max_idle_ms=config.get_int("connections.max.idle.ms"),
         max_in_flight_requests=min(config.get_int("queued.max.requests"), 64),
     )
+
+
+def per_listener_limits(config: BrokerConfig) -> dict[str, int]:
+    return {
+        name: int(value)
+        for name, value in config.per_listener("max.connections").items()
+        if value is not None
+    }
+
+
+def connection_creation_rates(config: BrokerConfig) -> tuple[int | None, dict[str, int]]:
+    """`max.connection.creation.rate` (None when unlimited) and the per-listener ones."""
+    unlimited = 2**31 - 1
+    broker = config.get_int("max.connection.creation.rate")
+    listeners = {
+        name: int(value)
+        for name, value in config.per_listener("max.connection.creation.rate").items()
+        if value is not None and int(value) < unlimited
+    }
+    return (None if broker >= unlimited else broker), listeners
 
 
 async def serve(

@@ -5,6 +5,11 @@ the partition states and elects the leaders (CTL-25/26), and deletes a topic onc
 replica deleted its logs (CTL-29). The calls here wait, bounded by `ADMIN_WAIT_S`, until
 this node's metadata cache shows the result, so a client that creates a topic can produce
 at once.
+
+`charge` (the request's controller mutation quota, KIP-599: `trafka.node.quota.service.
+MutationCharge`) is called with the partitions a topic creates or deletes once it passed
+every other check, just before the write; it raises TopicError(THROTTLING_QUOTA_EXCEEDED) to
+refuse the topic. `validate_only` never charges.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ from trafka.node.topics import TopicError, TopicManager, TopicState, initial_par
 ADMIN_WAIT_S = 10.0
 """How long CreateTopics / CreatePartitions / DeleteTopics wait for the controller's result."""
 ADMIN_POLL_S = 0.02
+
+Charge = Callable[[int], None]
+"""Called with a topic's partition count before it is written; may raise TopicError."""
+
+
+def _no_charge(partitions: int) -> None:
+    return None
 
 
 class TopicAdmin:
@@ -66,6 +78,7 @@ class TopicAdmin:
         configs: Mapping[str, str],
         *,
         validate_only: bool,
+        charge: Charge = _no_charge,
     ) -> TopicState:
         config = self._config()
         plan = self._topics.check_create(
@@ -85,6 +98,7 @@ class TopicAdmin:
                 {p: initial_partition_state(p, r, live) for p, r in plan.items()},
                 dict(configs),
             )
+        charge(len(plan))
         state = await self._topics.create(name, plan, configs)
         await self._wait_for(lambda: self._has_leaders(name))
         return self._topics.get(name) or state
@@ -96,6 +110,7 @@ class TopicAdmin:
         assignments: Sequence[Sequence[int]] | None,
         *,
         validate_only: bool,
+        charge: Charge = _no_charge,
     ) -> TopicState:
         if validate_only:
             state = self._topics.get(name)
@@ -111,7 +126,7 @@ class TopicAdmin:
                     f"than the requested {count}.",
                 )
             return state
-        state = await self._topics.add_partitions(name, count, assignments)
+        state = await self._topics.add_partitions(name, count, assignments, before_write=charge)
         await self._wait_for(lambda: self._has_leaders(name, count))
         return self._topics.get(name) or state
 
@@ -136,9 +151,11 @@ class TopicAdmin:
             await self._wait_for(lambda: self._has_leaders(name))
             return self._topics.get(name)
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, charge: Charge = _no_charge) -> None:
         if not self._config().get_bool("delete.topic.enable"):
             raise TopicError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        state = self._topics.get(name)
+        charge(len(state.partitions) if state is not None else 0)
         await self._topics.delete(name)
         # The controller removes the topic once every replica deleted its logs (CTL-29).
         path = znodes.topic_path(name)

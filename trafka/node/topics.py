@@ -394,8 +394,15 @@ class TopicManager:
             self._notify(name)
 
     async def add_partitions(
-        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        *,
+        before_write: Callable[[int], None] | None = None,
     ) -> TopicState:
+        """`before_write(partitions added)` runs once every check passed (the controller
+        mutation quota, which may refuse with TopicError)."""
         state = self.topics.get(name)
         if state is None:
             raise TopicError(
@@ -434,6 +441,8 @@ class TopicManager:
                 racks=self._racks(),
                 first_replica_of_partition_zero=first.replicas[0] if first else None,
             )
+        if before_write is not None:
+            before_write(len(new))
         partitions = dict(state.partitions)
         for partition, replicas in new.items():
             # the controller creates the state and elects the leader (CTL-26)

@@ -119,6 +119,8 @@ class ConfigDef:
     def validate(self, value: Any) -> None:
         if value is None:
             return
+        if self.name == "max.connections.per.ip.overrides":
+            _check_host_counts(self.name, str(value))
         if isinstance(value, int) and not isinstance(value, bool):
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(
@@ -828,8 +830,12 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "max.connections",
         _T.INT,
         10_000,
-        "Connections accepted in total; more are closed at once.",
+        "Connections in total (also per listener: listener.name.<l>.max.connections); at the "
+        "limit a listener stops accepting until one closes. The inter-broker listener is "
+        "exempt from the broker-wide limit and closes the least recently used other "
+        "connection instead (KIP-402).",
         minimum=0,
+        dynamic=True,
         reason="Kafka's default is unlimited; a finite one bounds descriptors and memory.",
     ),
     _d(
@@ -838,6 +844,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         1_000,
         "Connections per client IP; more are closed at once.",
         minimum=0,
+        dynamic=True,
         reason="Kafka's default is unlimited; one client cannot take every connection.",
     ),
     _d(
@@ -845,6 +852,18 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         _T.STRING,
         "",
         "Per-IP limits replacing max.connections.per.ip: 'ip:count,ip:count'.",
+        dynamic=True,
+    ),
+    _d(
+        "max.connection.creation.rate",
+        _T.INT,
+        2**31 - 1,
+        "Connections/s accepted broker-wide (also per listener: "
+        "listener.name.<l>.max.connection.creation.rate); beyond it the listener waits "
+        "before accepting the next (KIP-612). The inter-broker listener is exempt from the "
+        "broker-wide rate.",
+        minimum=0,
+        dynamic=True,
     ),
     _d(
         "queued.max.request.bytes",
@@ -963,6 +982,20 @@ class Voter:
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
 _VOTER = re.compile(r"^(\d+)@(\[[^\]]*\]|[^:]+):(\d+)$")
+
+
+def _check_host_counts(key: str, text: str) -> None:
+    """Kafka's `host:count,host:count` map (max.connections.per.ip.overrides)."""
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ConfigError(
+                f"invalid value {text!r} for configuration {key}: expected host:count,... "
+                f"({item!r})"
+            )
 
 
 def parse_listener(text: str, key: str = "listeners") -> Listener:
@@ -1140,6 +1173,17 @@ class BrokerConfig:
             return ConfigSource.STATIC_BROKER_CONFIG
         return ConfigSource.DEFAULT_CONFIG
 
+    def per_listener(self, inner: str) -> dict[str, Any]:
+        """Every ``listener.name.<l>.<inner>`` value set in any layer, by upper-case listener
+        name (the most specific layer wins, as `get`)."""
+        found: dict[str, Any] = {}
+        for layer in (self.static_values, self.dynamic_default_values, self.dynamic_values):
+            for key, value in layer.items():
+                scoped = listener_key(key)
+                if scoped is not None and scoped[1] == inner:
+                    found[scoped[0]] = value
+        return found
+
     def is_set(self, key: str) -> bool:
         return self.source(key) is not ConfigSource.DEFAULT_CONFIG
 
@@ -1311,11 +1355,13 @@ def _definition(key: str) -> ConfigDef:
                 break
         base = BROKER_CONFIG_BY_NAME.get(inner)
         if base is not None and (inner.startswith(("ssl.", "sasl.")) or inner in _PER_LISTENER):
-            return dataclasses.replace(base, name=key, dynamic=False)
+            return dataclasses.replace(base, name=key, dynamic=inner in _PER_LISTENER_DYNAMIC)
     raise ConfigError(f"unknown configuration {key!r}") from None
 
 
-_PER_LISTENER: Final = frozenset({"connections.max.reauth.ms"})
+_PER_LISTENER_DYNAMIC: Final = frozenset({"max.connections", "max.connection.creation.rate"})
+"""Listener-prefixed keys that AlterConfigs may change (Kafka's ListenerReconfigurable)."""
+_PER_LISTENER: Final = frozenset({"connections.max.reauth.ms"}) | _PER_LISTENER_DYNAMIC
 
 
 def definition(key: str) -> ConfigDef:

@@ -13,14 +13,17 @@ Per partition, with Kafka's errors (ReplicaManager.alterReplicaLogDirs):
   loaded dir);
 * NONE: the replica is in the destination dir, now or already.
 
-The move itself is `LogManager.move_to_dir` (trafka/log/log_manager.py): the log is
-closed, copied to `<dest>/<topic>-<partition>.<uuid>-future`, renamed into place and
-reopened, the old dir deleted. It runs on the event loop, so no append or read sees the
-log half-moved, and the answer is sent when the move is done: DescribeLogDirs never shows a
-future replica (`is_future_key`) and `kafka-reassign-partitions --verify` finds the replica
-in its new dir at once. Kafka copies in a background thread while the current log keeps
-serving; here the node stalls for the copy (seconds per GB), which is why this is an admin
-operation only.
+The move itself (`LocalLogs.move_to_dir_off_loop`, trafka/log/dir_move.py): the partition
+dir is copied to `<dest>/<topic>-<partition>.<uuid>-future` in a worker thread while the
+log keeps serving, then, on the event loop, the log is closed, the remainder (appended
+tails, changed index and checkpoint files) copied, the future dir renamed into place and the
+log reopened, the old dir deleted; no append or read sees the log half-moved and the loop
+stalls only for the remainder. The answer is sent when the move is done: DescribeLogDirs
+never shows a future replica (`is_future_key`) and `kafka-reassign-partitions --verify`
+finds the replica in its new dir at once (Kafka answers at once and copies with a
+ReplicaAlterLogDirsThread). A replica deleted, or moved by another request, while its copy
+runs gets NOT_LEADER_OR_FOLLOWER (Kafka would redirect a move in progress to the newer
+destination).
 
 Authorization: ALTER on the CLUSTER, else CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
@@ -31,7 +34,6 @@ import logging
 import time
 from typing import Any
 
-import trio
 from kio.schema.errors import ErrorCode
 
 from trafka.log.errors import LogDirFailedError
@@ -54,8 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in wanted_dir.topics:
             for partition in topic.partitions:
                 if allowed:
-                    error = _move(ctx, str(wanted_dir.path), str(topic.name), int(partition))
-                    await trio.sleep(0)  # one move at a time, the loop runs between them
+                    error = await _move(ctx, str(wanted_dir.path), str(topic.name), int(partition))
                 else:
                     error = ErrorCode.cluster_authorization_failed
                 results.setdefault(str(topic.name), []).append(
@@ -73,7 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _move(ctx: RequestContext, path: str, topic: str, partition: int) -> ErrorCode:
+async def _move(ctx: RequestContext, path: str, topic: str, partition: int) -> ErrorCode:
     logs = ctx.services.logs
     destination = logs.log_dir_named(path)
     if destination is None:
@@ -85,7 +86,11 @@ def _move(ctx: RequestContext, path: str, topic: str, partition: int) -> ErrorCo
             return ErrorCode.unknown_topic_or_partition
         return ErrorCode.not_leader_or_follower
     try:
-        logs.move_to_dir(topic, partition, destination, now_ms=int(time.time() * 1000))
+        await logs.move_to_dir_off_loop(
+            topic, partition, destination, lambda: int(time.time() * 1000)
+        )
+    except ValueError:  # deleted or moved by another request meanwhile
+        return ErrorCode.not_leader_or_follower
     except LogDirFailedError as error:
         log.error("moving %s-%d to %s failed: %s", topic, partition, destination, error)
         return ErrorCode.kafka_storage_error

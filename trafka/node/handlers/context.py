@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trafka.net.security import ConnectionSession
-from trafka.net.server import RequestTurn
+from trafka.net.server import ChannelThrottle, RequestTurn
 from trafka.node.config.service import ConfigService
 from trafka.node.controller.service import ControllerService
 from trafka.node.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
@@ -22,7 +22,7 @@ from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_cache import MetadataCache
 from trafka.node.metadata_store import MetadataStore
 from trafka.node.producer_ids import ProducerIdManager
-from trafka.node.quota.service import QuotaService
+from trafka.node.quota.service import MutationCharge, QuotaService
 from trafka.node.replication.replica_manager import ReplicaManager
 from trafka.node.security.acls import AclService
 from trafka.node.topic_admin import TopicAdmin
@@ -96,6 +96,27 @@ class RequestContext:
     #: The connection's security session (`trafka.net.security.ConnectionSession`): the
     #: SASL handlers drive its authentication; None outside a connection.
     session: ConnectionSession | None = None
+    #: The connection's mute (KIP-219; None outside a connection): a handler that hands out
+    #: a throttle time of its own (the controller mutation quota) mutes it for that time.
+    channel: ChannelThrottle | None = None
+
+    # ---- quotas (trafka.node.quota) -------------------------------------------------------
+    def controller_mutations(self, *, strict_since_version: int) -> MutationCharge:
+        """This request's controller mutation quota (KIP-599): strict from the API version
+        that knows THROTTLING_QUOTA_EXCEEDED, permissive (throttle only) before it."""
+        quotas = self.services.quotas
+        if quotas is None:
+            return MutationCharge.unbounded()
+        return quotas.controller_mutations(
+            self.principal.name,
+            self.client_id or "",
+            strict=self.api_version >= strict_since_version,
+        )
+
+    def mute_for(self, throttle_ms: int) -> None:
+        """Mute the connection after this response (Kafka's throttled channel)."""
+        if self.channel is not None and throttle_ms > 0:
+            self.channel.mute_for(throttle_ms)
 
     # ---- authorization (docs/security.md, "Authorization") -------------------------------
     # A handler asks once per resource it touches; the node's authorizer (allow-all without

@@ -1,7 +1,13 @@
 """CreatePartitions v0-3: add partitions to existing topics (KIP-195).
 
 * v0: topics with a new total count and optional explicit assignments; validate_only.
-* v1: no change. v2: flexible (KIP-482). v3: no change.
+* v1: no change. v2: flexible (KIP-482). v3: THROTTLING_QUOTA_EXCEEDED (KIP-599).
+
+Controller mutation quota (KIP-599, `controller_mutation_rate`; trafka.node.quota): a topic
+that passed every check is charged the partitions it adds; from v3 a topic is refused with
+THROTTLING_QUOTA_EXCEEDED while the client's quota is exceeded (strict), before v3 the
+partitions are added and only the response is throttled (permissive); throttle_time_ms says
+how long, and the connection is muted that long. `validate_only` is not charged.
 
 Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (the count does not grow),
 INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown or duplicate brokers),
@@ -34,6 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(str(t.name) for t in request.topics)
     results = []
     loop_slice = LoopSlice()
+    mutations = ctx.controller_mutations(strict_since_version=3)
     for topic in request.topics:
         await loop_slice.tick()
         name = str(topic.name)
@@ -49,10 +56,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 else None
             )
             await services.topic_admin.add_partitions(
-                name, int(topic.count), assignments, validate_only=bool(request.validate_only)
+                name,
+                int(topic.count),
+                assignments,
+                validate_only=bool(request.validate_only),
+                charge=mutations,
             )
         except TopicError as error:
             result["error_code"] = int(error.error_code)
             result["error_message"] = error.message
         results.append(result)
-    return await answer(request, {"throttle_time": 0, "results": results}, len(results))
+    throttle_ms = mutations.finish()
+    ctx.mute_for(throttle_ms)
+    return await answer(request, {"throttle_time": throttle_ms, "results": results}, len(results))

@@ -3,7 +3,14 @@
 * v2: no change from v1 (validate_only, error_message arrived in v1). v3: no change.
 * v4: num_partitions / replication_factor may be -1 = broker defaults (KIP-464).
 * v5: flexible (KIP-482); the response carries num_partitions, replication_factor and the
-  topic's configs (KIP-525). v6: no change. v7: topic_id in the response (KIP-516).
+  topic's configs (KIP-525). v6: THROTTLING_QUOTA_EXCEEDED (KIP-599). v7: topic_id in the
+  response (KIP-516).
+
+Controller mutation quota (KIP-599, `controller_mutation_rate`; trafka.node.quota): a topic
+that passed every check is charged its partition count; from v6 a topic is refused with
+THROTTLING_QUOTA_EXCEEDED while the client's quota is exceeded (strict), before v6 every
+topic is created and only the response is throttled (permissive). throttle_time_ms says how
+long, and the connection is muted that long. `validate_only` is not charged.
 
 Checks, in Kafka's order: topic name rules (INVALID_TOPIC_EXCEPTION: empty, '.', '..',
 > 249 chars, characters outside [a-zA-Z0-9._-], a '.'/'_' collision with an existing topic),
@@ -40,6 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     loop_slice = LoopSlice()
     elements = 0
+    mutations = ctx.controller_mutations(strict_since_version=6)
     for topic in request.topics:
         await loop_slice.tick()
         name = str(topic.name)
@@ -78,6 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 assignments,
                 clean,
                 validate_only=bool(request.validate_only),
+                charge=mutations,
             )
             result["num_partitions"] = len(state_or_plan.partitions)
             result["replication_factor"] = state_or_plan.replication_factor
@@ -97,4 +106,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             result["error_message"] = error.message
         results.append(result)
         elements += 1 + len(result["configs"] or ())
-    return await answer(request, {"throttle_time": 0, "topics": results}, elements)
+    throttle_ms = mutations.finish()
+    ctx.mute_for(throttle_ms)
+    return await answer(request, {"throttle_time": throttle_ms, "topics": results}, elements)

@@ -1,7 +1,14 @@
 """DeleteTopics v1-6: delete topics (their znodes, configs and local logs).
 
 * v1: throttle_time_ms. v2, v3: no change. v4: flexible (KIP-482).
-* v5: error_message per topic. v6: topics by name or id (KIP-516).
+* v5: error_message per topic; THROTTLING_QUOTA_EXCEEDED (KIP-599). v6: topics by name or
+  id (KIP-516).
+
+Controller mutation quota (KIP-599, `controller_mutation_rate`; trafka.node.quota): a topic
+about to be deleted is charged its partition count; from v5 a topic is refused with
+THROTTLING_QUOTA_EXCEEDED while the client's quota is exceeded (strict), before v5 every
+topic is deleted and only the response is throttled (permissive); throttle_time_ms says
+how long, and the connection is muted that long.
 
 Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED
 (`delete.topic.enable=false`), INVALID_TOPIC_EXCEPTION for internal topics, INVALID_REQUEST
@@ -40,6 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(str(name), None) for name in request.topic_names]
     counts = Counter(name for name, _ in wanted if name)
+    mutations = ctx.controller_mutations(strict_since_version=5)
     results = []
     for name, topic_id in wanted:
         result: dict[str, Any] = {
@@ -74,9 +82,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}"
                 )
             result["topic_id"] = state.topic_id
-            await services.topic_admin.delete_topic(name)
+            await services.topic_admin.delete_topic(name, charge=mutations)
         except TopicError as error:
             result["error_code"] = int(error.error_code)
             result["error_message"] = error.message
         results.append(result)
-    return build(response_class(request), {"throttle_time": 0, "responses": results})
+    throttle_ms = mutations.finish()
+    ctx.mute_for(throttle_ms)
+    return build(response_class(request), {"throttle_time": throttle_ms, "responses": results})

@@ -20,9 +20,29 @@ a quota on `/config/clients/c1` is shared by every user of client id c1, and a d
 applied to each user / client separately. No quota found: nothing is recorded, nothing is
 throttled.
 
+Controller mutations (KIP-599, `controller_mutation_rate`, partitions per second): the
+same precedence and sensor names; the measure is a token bucket (`rate.TokenBucket`), not a
+sampled rate. `controller_mutation` hands a request its `ControllerMutationQuota`, which the
+CreateTopics / CreatePartitions / DeleteTopics handlers charge per topic:
+
+* *strict* (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+, the versions that
+  know THROTTLING_QUOTA_EXCEEDED): a topic is refused while the bucket is below zero, with
+  the throttle time (how long until it is back at zero); a topic admitted takes its
+  partitions even if that drives the bucket below zero (Kafka's
+  `StrictControllerMutationQuota`: check, then record);
+* *permissive* (older versions): every topic is admitted and recorded; the request's
+  throttle time is the bucket's after the last one (`PermissiveControllerMutationQuota`).
+
 IP connection-creation rate (KIP-612): `/config/ips/<ip>` else `/config/ips/<default>`;
 a connection that would put the IP over its rate is refused (not counted) and closed after
 the throttle time (at most one window).
+
+Broker-wide and per-listener connection creation rates (KIP-612,
+`max.connection.creation.rate`, `listener.name.<l>.max.connection.creation.rate`): every
+accepted connection is recorded in the broker's sensor (unless on the protected
+inter-broker listener) and its listener's; the throttle time (bounded by one window) is
+how long the listener waits before accepting the next one. A connection the per-IP rate
+refuses is taken back from both (Kafka's `updateListenerMetrics`).
 
 Byte-rate throttles are bounded by `samples * window` (11 s by default), request-time
 throttles by one window (Kafka's `ClientRequestQuotaManager.maxThrottleTimeMs`).
@@ -44,6 +64,7 @@ from typing import Final
 from trafka.node.quota.entities import (
     CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -55,6 +76,7 @@ from trafka.node.quota.rate import (
     DEFAULT_WINDOW_SIZE_MS,
     QuotaSensor,
     Rate,
+    TokenBucket,
 )
 
 MAX_SENSORS: Final = 10_000
@@ -68,6 +90,7 @@ class QuotaType(enum.Enum):
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
     CONNECTION = CONNECTION_CREATION_RATE
+    CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
 
     @property
     def metric_type(self) -> str:
@@ -77,6 +100,7 @@ class QuotaType(enum.Enum):
             QuotaType.FETCH: "Fetch",
             QuotaType.REQUEST: "Request",
             QuotaType.CONNECTION: "ConnectionCreation",
+            QuotaType.CONTROLLER_MUTATION: "ControllerMutation",
         }[self]
 
 
@@ -144,6 +168,41 @@ class SensorSnapshot:
 
 
 @dataclass(slots=True)
+class _TrackedBucket:
+    bucket: TokenBucket
+    last_used_ms: int
+
+
+@dataclass(slots=True)
+class ControllerMutationQuota:
+    """One request's controller mutation quota (see the module doc); `bucket` None: no
+    quota applies (Kafka's `UnboundedControllerMutationQuota`)."""
+
+    bucket: TokenBucket | None
+    strict: bool
+    throttle_time_ms: int = 0
+    """The request's throttle time so far (its response's throttle_time_ms)."""
+
+    def record(self, partitions: int, now_ms: int) -> bool:
+        """Charge one topic's partitions; False: refused (strict mode, over the quota)."""
+        bucket = self.bucket
+        if bucket is None:
+            return True
+        if self.strict:
+            throttle = bucket.throttle_time_ms(now_ms)
+            if throttle > 0:
+                self.throttle_time_ms = max(self.throttle_time_ms, throttle)
+                return False
+            bucket.record(partitions, now_ms)
+            return True
+        bucket.record(partitions, now_ms)
+        throttle = bucket.throttle_time_ms(now_ms)
+        if throttle > 0:
+            self.throttle_time_ms = max(self.throttle_time_ms, throttle)
+        return True
+
+
+@dataclass(slots=True)
 class QuotaManager:
     window_num: int = DEFAULT_WINDOW_NUM
     window_size_ms: int = DEFAULT_WINDOW_SIZE_MS
@@ -152,11 +211,15 @@ class QuotaManager:
     _sensors: OrderedDict[tuple[QuotaType, SensorTags], _Tracked] = field(
         default_factory=OrderedDict
     )
+    _buckets: OrderedDict[SensorTags, _TrackedBucket] = field(default_factory=OrderedDict)
+    """Controller mutation token buckets by sensor tags."""
     throttle_time_ms_totals: dict[QuotaType, int] = field(default_factory=dict)
     """Every throttle handed out per quota type (also those of expired sensors)."""
     any_client_quota: bool = False
     """Some user / client-id entity has a quota (else requests skip the quota code)."""
     any_ip_quota: bool = False
+    _accept_rate_broker: QuotaSensor | None = None
+    _accept_rate_listeners: dict[str, QuotaSensor] = field(default_factory=dict)
 
     # ---- configs ----------------------------------------------------------------------------
     @property
@@ -241,9 +304,11 @@ class QuotaManager:
         """Request time as Kafka's `nanosToPercentage`: percent of one thread per second."""
         return self.record(QuotaType.REQUEST, user, client_id, elapsed_ms / 10.0, now_ms)
 
-    def record_connection(self, ip: str, now_ms: int) -> int:
+    def record_connection(
+        self, ip: str, now_ms: int, *, listener: str = "", protected: bool = False
+    ) -> int:
         """A new connection from `ip`: 0 to accept it, else the ms to wait before closing
-        it (it was not counted)."""
+        it (it was not counted, nor is it in the broker and listener creation rates)."""
         if not self._configs:
             return 0
         resolved = resolve_ip(self._configs, ip)
@@ -251,7 +316,89 @@ class QuotaManager:
             return 0
         tracked = self._sensor(QuotaType.CONNECTION, resolved, now_ms)
         throttle = tracked.sensor.check_and_record(1.0, now_ms, max_throttle_ms=self.window_size_ms)
+        if throttle > 0:
+            for sensor in self._accept_sensors(listener, protected):
+                sensor.rate.record(-1.0, now_ms)
         return self._throttled(QuotaType.CONNECTION, tracked, throttle)
+
+    # ---- broker-wide and per-listener connection creation rates (KIP-612) -------------------
+    def set_connection_creation_rates(
+        self, broker_rate: int | None, listener_rates: Mapping[str, int]
+    ) -> None:
+        """`max.connection.creation.rate` (None: unlimited) and the per-listener ones; a
+        sensor keeps its samples when only its bound changes."""
+        if broker_rate is None:
+            self._accept_rate_broker = None
+        elif self._accept_rate_broker is None:
+            self._accept_rate_broker = QuotaSensor(
+                broker_rate, Rate(self.window_num, self.window_size_ms)
+            )
+        else:
+            self._accept_rate_broker.bound = broker_rate
+        current = self._accept_rate_listeners
+        self._accept_rate_listeners = {
+            listener: (
+                QuotaSensor(rate, current[listener].rate)
+                if listener in current
+                else QuotaSensor(rate, Rate(self.window_num, self.window_size_ms))
+            )
+            for listener, rate in listener_rates.items()
+        }
+
+    def _accept_sensors(self, listener: str, protected: bool) -> list[QuotaSensor]:
+        sensors = []
+        if self._accept_rate_broker is not None and not protected:
+            sensors.append(self._accept_rate_broker)
+        sensor = self._accept_rate_listeners.get(listener)
+        if sensor is not None:
+            sensors.append(sensor)
+        return sensors
+
+    def record_accept(self, listener: str, protected: bool, now_ms: int) -> int:
+        """An accepted connection: the ms its listener waits before accepting the next one
+        (the larger of the broker-wide and listener throttles, at most one window)."""
+        throttle = 0
+        for sensor in self._accept_sensors(listener, protected):
+            throttle = max(
+                throttle, sensor.record(1.0, now_ms, max_throttle_ms=self.window_size_ms)
+            )
+        return throttle
+
+    def controller_mutation(
+        self, user: str, client_id: str, now_ms: int, *, strict: bool
+    ) -> ControllerMutationQuota:
+        """The request's controller mutation quota (unbounded when none applies)."""
+        if not self._configs:
+            return ControllerMutationQuota(None, strict)
+        resolved = resolve(self._configs, CONTROLLER_MUTATION_RATE, user, client_id)
+        if resolved is None:
+            return ControllerMutationQuota(None, strict)
+        tracked = self._buckets.get(resolved.tags)
+        if tracked is None:
+            while self._buckets:
+                tags, oldest = next(iter(self._buckets.items()))
+                if len(self._buckets) < self.max_sensors and (
+                    now_ms - oldest.last_used_ms < SENSOR_EXPIRY_MS
+                ):
+                    break
+                del self._buckets[tags]
+            tracked = _TrackedBucket(
+                TokenBucket(resolved.bound, self.window_num, self.window_size_ms), now_ms
+            )
+            self._buckets[resolved.tags] = tracked
+        else:
+            self._buckets.move_to_end(resolved.tags)
+            tracked.bucket.rate = resolved.bound
+            tracked.last_used_ms = now_ms
+        return ControllerMutationQuota(tracked.bucket, strict)
+
+    def count_mutation_throttle(self, quota: ControllerMutationQuota) -> None:
+        """Add a finished request's controller mutation throttle to the totals."""
+        if quota.throttle_time_ms > 0:
+            kind = QuotaType.CONTROLLER_MUTATION
+            self.throttle_time_ms_totals[kind] = (
+                self.throttle_time_ms_totals.get(kind, 0) + quota.throttle_time_ms
+            )
 
     # ---- metrics ----------------------------------------------------------------------------
     def snapshot(self, now_ms: int) -> list[SensorSnapshot]:

@@ -113,3 +113,58 @@ class QuotaSensor:
         if throttle > 0:
             self.rate.record(-value, now_ms)
         return throttle
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """Kafka's `TokenBucket` stat (KIP-599), the controller mutation quota's measure.
+
+    Tokens are partitions; the bucket holds at most `burst` = rate * samples * window
+    seconds (Kafka's `quota.window.num` x `quota.window.size.seconds`, 11 s by default) and
+    starts full; it refills at `rate` tokens per second; a mutation takes its partitions even
+    when that drives the count below zero (one large request is allowed). The quota is
+    violated while the count is below zero; the throttle time is how long the refill takes to
+    bring it back to zero (Kafka's `ControllerMutationQuotaManager.throttleTimeMs`:
+    -tokens / rate, in ms).
+    """
+
+    rate: float
+    samples: int = DEFAULT_WINDOW_NUM
+    window_size_ms: int = DEFAULT_WINDOW_SIZE_MS
+    tokens: float | None = None
+    """None until the first use (then full)."""
+    last_update_ms: int = 0
+
+    @property
+    def burst(self) -> float:
+        return max(self.rate, 0.0) * self.samples * self.window_size_ms / 1000.0
+
+    def _refill(self, now_ms: int) -> float:
+        burst = self.burst
+        if self.tokens is None:
+            tokens = burst
+        else:
+            elapsed_ms = max(now_ms - self.last_update_ms, 0)
+            tokens = min(burst, self.tokens + max(self.rate, 0.0) * elapsed_ms / 1000.0)
+        self.tokens = tokens
+        self.last_update_ms = max(now_ms, self.last_update_ms)
+        return tokens
+
+    def available(self, now_ms: int) -> float:
+        return self._refill(now_ms)
+
+    def record(self, permits: float, now_ms: int) -> None:
+        self.tokens = min(self.burst, self._refill(now_ms) - permits)
+
+    def throttle_time_ms(self, now_ms: int) -> int:
+        """0 while the count is not below zero; else the ms until it is back at zero (a
+        rate of 0 never refills: one whole quota window, `samples * window_size_ms`)."""
+        tokens = self._refill(now_ms)
+        if tokens >= 0:
+            return 0
+        if self.rate <= 0:
+            return self.samples * self.window_size_ms
+        return min(round(-tokens / self.rate * 1000), _MAX_THROTTLE_MS)
+
+
+_MAX_THROTTLE_MS: Final = 2**31 - 1

@@ -8,6 +8,12 @@
 * **Writes** (AlterClientQuotas): read-modify-write of the entity's znode, keeping keys that
   are not quotas (a user's SCRAM credentials), then the change notification, as Kafka's
   `AdminZkClient.changeConfigs`. The writer applies the change at once.
+* **Controller mutations** (KIP-599): `controller_mutations` gives a CreateTopics /
+  CreatePartitions / DeleteTopics request its `MutationCharge`, which `TopicAdmin` calls with
+  a topic's partitions once the topic passed every other check, just before the write
+  (`validate_only` writes nothing and is not charged, as Kafka). The quota lives on the
+  broker that handles the request: clients send these requests to the controller
+  (Metadata's controller_id), as Kafka's, whose quota lives in the controller.
 * **Describe** (DescribeClientQuotas): the filter of `trafka.node.quota.describe` over the
   entities in the tree (after a quorum sync, so a describe after an alter on another broker
   sees it).
@@ -20,6 +26,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from kio.schema.errors import ErrorCode
+
 from trafka.metadata_quorum import znodes
 from trafka.net.api_keys import ApiKey
 from trafka.node.clock import SYSTEM_CLOCK
@@ -27,8 +35,9 @@ from trafka.node.config.changes import notify_config_change
 from trafka.node.metadata_store import LocalTreeReads, MetadataStore, NoNode
 from trafka.node.quota import throttling
 from trafka.node.quota.entities import QuotaEntity, quota_values, stored_value
-from trafka.node.quota.manager import QuotaManager, QuotaType
+from trafka.node.quota.manager import ControllerMutationQuota, QuotaManager, QuotaType
 from trafka.node.security.scram_store import parse_entity
+from trafka.node.topics import TopicError
 
 log = logging.getLogger("trafka.node.quota")
 
@@ -70,6 +79,42 @@ def read_all(tree: LocalTreeReads) -> dict[QuotaEntity, dict[str, float]]:
         if values:
             found[entity] = values
     return found
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE: Final = "The throttling quota has been exceeded."
+"""Kafka's message for THROTTLING_QUOTA_EXCEEDED (89)."""
+
+
+class MutationCharge:
+    """One topic-admin request's controller mutation quota: call it with a topic's partition
+    count before the topic is written; TopicError(THROTTLING_QUOTA_EXCEEDED) refuses that
+    topic (strict versions only). `finish` returns the request's throttle time."""
+
+    def __init__(
+        self,
+        quota: ControllerMutationQuota,
+        now_ms: Callable[[], int],
+        manager: QuotaManager | None = None,
+    ) -> None:
+        self._quota = quota
+        self._now_ms = now_ms
+        self._manager = manager
+
+    @classmethod
+    def unbounded(cls) -> MutationCharge:
+        return cls(ControllerMutationQuota(None, strict=False), SYSTEM_CLOCK.now_ms)
+
+    def __call__(self, partitions: int) -> None:
+        if self._quota.bucket is None:
+            return
+        if not self._quota.record(partitions, self._now_ms()):
+            raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+
+    def finish(self) -> int:
+        """The request's throttle time (ms, 0: none), counted in the quota totals."""
+        if self._manager is not None:
+            self._manager.count_mutation_throttle(self._quota)
+        return self._quota.throttle_time_ms
 
 
 class QuotaService:
@@ -131,6 +176,14 @@ class QuotaService:
         await notify_config_change(self._store, entity.path())
         self.apply_path(entity.path())
 
+    def controller_mutations(self, user: str, client_id: str, *, strict: bool) -> MutationCharge:
+        """The controller mutation quota of one CreateTopics / CreatePartitions /
+        DeleteTopics request (strict: a version that knows THROTTLING_QUOTA_EXCEEDED)."""
+        if not self.manager.any_client_quota:
+            return MutationCharge.unbounded()
+        quota = self.manager.controller_mutation(user, client_id, self.now_ms(), strict=strict)
+        return MutationCharge(quota, self.now_ms, self.manager)
+
     async def entities(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         """Every entity in the tree, after a quorum sync (DescribeClientQuotas)."""
         await self._store.sync()
@@ -166,10 +219,17 @@ class QuotaService:
             )
         return throttle
 
-    def admit(self, ip: str, listener_name: str = "") -> int:
+    def throttle_accept(self, listener_name: str, protected: bool) -> int:
+        """`trafka.net.server.ConnectionPolicy`: the broker-wide and per-listener
+        `max.connection.creation.rate` (KIP-612)."""
+        return self.manager.record_accept(listener_name, protected, self.now_ms())
+
+    def admit(self, ip: str, listener_name: str = "", protected: bool = False) -> int:
         """`trafka.net.server.ConnectionPolicy`: the per-IP connection-creation quota, on
         every listener (brokers keep their few connections open, so a rate rarely meets
         them)."""
         if not self.manager.any_ip_quota:
             return 0
-        return self.manager.record_connection(ip, self.now_ms())
+        return self.manager.record_connection(
+            ip, self.now_ms(), listener=listener_name, protected=protected
+        )
