@@ -262,10 +262,10 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._closed = False
         self._layout_generation = 0
+        """Bumped whenever segments are removed or truncated (the cleaner checks it)."""
         self.truncations = 0
         """Times the log was truncated (a -future copy of it cannot trust appended-only
         files across one: trafka.log.dir_move)."""
-        """Bumped whenever segments are removed or truncated (the cleaner checks it)."""
         self._io_guard = _OsErrorGuard(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
