@@ -1,9 +1,9 @@
 """Requests naming thousands of elements do not hold a real knode's event loop (issue 12,
 item 4): while each of DeleteRecords, DescribeConfigs, ListOffsets, OffsetForLeaderEpoch,
-Produce, Fetch, CreateTopics, IncrementalAlterConfigs, DescribeGroups and WriteTxnMarkers naming 3,000
-partitions, resources, topics or groups is handled, a concurrent acks=1 produce is delayed
-by less than 200 ms (before trafka.node.handlers.large_answers: 0.2-4 s on the loaded
-2-core machine; Metadata's 200,000 topics: test_listener_limits.py)."""
+Produce, Fetch, CreateTopics, IncrementalAlterConfigs, DescribeGroups and WriteTxnMarkers
+naming 3,000 partitions, resources, topics or groups is handled, a concurrent acks=1 produce
+is delayed by less than 200 ms (before trafka.node.handlers.large_answers: 0.2-4 s on the
+loaded 2-core machine; Metadata's 200,000 topics: test_listener_limits.py)."""
 
 from __future__ import annotations
 
