@@ -149,3 +149,23 @@ def test_bad_tls_settings_are_one_line_errors(ca: CertificateAuthority) -> None:
         )
     )
     assert context.minimum_version == ssl.TLSVersion.TLSv1_3
+
+
+async def test_a_closing_tls_connection_gets_close_notify(
+    nursery: trio.Nursery, ca: CertificateAuthority
+) -> None:
+    """The client's close_notify is answered with the broker's (Kafka's SslTransportLayer
+    does): asyncio clients (aiokafka) otherwise wait 30 s on every close."""
+    import socket
+
+    port = await _serve(nursery, _listener(ca, "none"), ToyBroker().handle)
+    context = client_context(TlsSettings(truststore_location=str(ca.ca_file)))
+
+    def connect_and_close() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            tls = context.wrap_socket(raw, server_hostname="localhost")
+            # unwrap sends ours and waits for the peer's: SSLEOFError if the peer only
+            # closed the socket.
+            tls.unwrap().close()
+
+    await trio.to_thread.run_sync(connect_and_close)

@@ -101,6 +101,8 @@ from .security import PLAINTEXT, ConnectionSession, ListenerSecurity
 if TYPE_CHECKING:
     from trafka.metrics.registry import NodeMetrics
 
+    from .tls import TlsTransport
+
 log = logging.getLogger("trafka.net.server")
 
 _SIZE = struct.Struct(">i")
@@ -274,6 +276,8 @@ class ConnectionPolicy(Protocol):
 
 
 MAX_REFUSAL_DELAY_MS: Final = 10_000
+CLOSE_NOTIFY_S: Final = 1.0
+"""How long a closing TLS connection may take to send its close_notify."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -903,9 +907,9 @@ class KafkaServer:
         if metrics is not None:
             metrics.connection_opened(listener_name)
         connection: _Connection | None = None
+        transport: TlsTransport | None = None
         try:
             session = ConnectionSession.for_listener(security)
-            transport = None
             if security.uses_tls:
                 from .tls import TlsHandshakeFailed, server_transport
 
@@ -921,6 +925,9 @@ class KafkaServer:
             # A bug in one connection must not take the listener (and every client) down.
             log.exception("connection from %s:%d failed unexpectedly", ip, port)
         finally:
+            if transport is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_NOTIFY_S):
+                    await transport.close_notify()
             if connection is not None:
                 self._live.discard(connection)
             if metrics is not None:

@@ -350,6 +350,7 @@ class TlsTransport:
         target = memoryview(view).cast("B")
         while True:
             total = 0
+            closed = False
             try:
                 while total < len(target):
                     # With a buffer, read() returns a count (typeshed says bytes).
@@ -358,6 +359,10 @@ class TlsTransport:
                         target[total:],
                     )
                     if count == 0:
+                        # The peer's close_notify: the end of the stream (it was read as
+                        # "nothing yet", and a client that closed TLS cleanly but kept its
+                        # socket open held the connection until the idle timeout).
+                        closed = True
                         break
                     total += count
             except ssl.SSLWantReadError:
@@ -368,7 +373,7 @@ class TlsTransport:
                 raise ConnectionResetError(f"TLS error: {error}") from error
             if self._outgoing.pending:
                 await self._flush()  # TLS 1.3 session tickets, key updates
-            if total:
+            if total or closed:
                 return total
             if not await self._fill():
                 return 0
@@ -376,6 +381,20 @@ class TlsTransport:
     async def send(self, data: bytes | bytearray | memoryview) -> int:
         await self._send_all(data)
         return len(data)
+
+    async def close_notify(self) -> None:
+        """Send TLS's close_notify before the socket closes, as Kafka's SslTransportLayer
+        does (a client that closes TLS cleanly waits for it: Python's asyncio, under
+        aiokafka, up to its 30 s `ssl_shutdown_timeout`). The peer's own close_notify is not
+        waited for; errors are ignored (the connection is going away)."""
+        try:
+            self._ssl.unwrap()
+        except (ssl.SSLError, ValueError, OSError):
+            pass  # SSLWantReadError: ours is written, the peer's has not come
+        try:
+            await self._flush()
+        except OSError:
+            pass
 
     async def sendmsg(self, buffers: Sequence[bytes | bytearray | memoryview]) -> int:
         joined = b"".join(buffers)
