@@ -109,3 +109,42 @@ def test_frames_before_sasl_authentication_are_capped() -> None:
     session.authenticated_as(KafkaPrincipal.user("alice"), now_s=0.0, lifetime_ms=0)
     assert session.unauthenticated_frame_limit() is None
     assert ConnectionSession.for_listener(ListenerSecurity()).unauthenticated_frame_limit() is None
+
+
+async def test_cluster_facts_follow_the_tree_and_are_reused_between_changes() -> None:
+    from trafka.metadata_quorum import znodes
+    from trafka.node.metadata_store import memory_store
+    from trafka.node.security.inter_broker import read_facts
+
+    async with memory_store() as store:
+        await store.create(znodes.BROKER_IDS, b"")
+        await store.create(znodes.broker_path(1), b"{}")
+        await store.create(znodes.CONTROLLER_EPOCH, znodes.ControllerEpoch(3).to_json())
+
+        def facts() -> tuple[dict[int, int], int | None]:
+            read = read_facts(
+                store, on_inter_broker_listener=True, cluster_action_allowed=True, own_broker_id=1
+            )
+            return dict(read.broker_epochs), read.controller_epoch
+
+        first = facts()
+        assert set(first[0]) == {1} and first[1] == 3
+        listed: list[str] = []
+        real_children = store.children_local
+
+        def counting_children(path: str, *, watch: bool = False) -> list[str]:
+            listed.append(path)
+            return real_children(path, watch=watch)
+
+        store.children_local = counting_children  # type: ignore[method-assign]
+        assert facts() == first
+        assert listed == []  # nothing changed: the cached facts
+        await store.create(znodes.broker_path(2), b"{}")
+        second = facts()
+        assert set(second[0]) == {1, 2} and second[0][1] == first[0][1]
+        await store.delete(znodes.broker_path(1))
+        await store.create(znodes.broker_path(1), b"{}")  # re-registered: a new epoch
+        third = facts()
+        assert third[0][1] > first[0][1]
+        await store.set_data(znodes.CONTROLLER_EPOCH, znodes.ControllerEpoch(4).to_json())
+        assert facts()[1] == 4

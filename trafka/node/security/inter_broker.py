@@ -25,6 +25,7 @@ then is refused: a forged epoch can no longer fence anyone.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -138,15 +139,32 @@ def _epoch_check(claimed: int | None, registered: int | None) -> ErrorCode:
     return ErrorCode.none
 
 
-def read_facts(
-    quorum: LocalTreeReads,
-    *,
-    on_inter_broker_listener: bool,
-    cluster_action_allowed: bool,
-    own_broker_id: int,
-) -> ClusterFacts:
+_TreeFacts = tuple[dict[int, int], int | None]
+_FACTS_CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], _TreeFacts]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per tree replica: the broker epochs and controller epoch last read, with the zxids they
+were read at (every follower Fetch asks; reading and parsing them each time cost ~5% of a
+leader's time in the commit-latency profile, docs/performance.md)."""
+
+
+def _tree_facts(quorum: LocalTreeReads) -> _TreeFacts:
+    """(broker id -> registration epoch, controller epoch) from the local replica; reused
+    while /brokers/ids has the same children (its pzxid) and /controller_epoch the same
+    data (its mzxid)."""
+    ids_stat = quorum.exists_local(znodes.BROKER_IDS)
+    epoch_stat = quorum.exists_local(znodes.CONTROLLER_EPOCH)
+    key = (
+        -1 if ids_stat is None else int(ids_stat.pzxid),
+        -1 if epoch_stat is None else int(epoch_stat.mzxid),
+    )
+    try:
+        cached = _FACTS_CACHE.get(quorum)
+    except TypeError:  # not weakly referenceable (a test double): no cache
+        cached = None
+    if cached is not None and cached[0] == key:
+        return cached[1]
     epochs: dict[int, int] = {}
-    controller_epoch: int | None = None
     try:
         children = quorum.children_local(znodes.BROKER_IDS)
     except NoNode:
@@ -157,11 +175,28 @@ def read_facts(
         stat = quorum.exists_local(znodes.broker_path(int(child)))
         if stat is not None:
             epochs[int(child)] = int(stat.czxid)
+    controller_epoch: int | None
     try:
         raw, _ = quorum.get_local(znodes.CONTROLLER_EPOCH)
         controller_epoch = znodes.ControllerEpoch.from_json(bytes(raw)).epoch
     except (NoNode, znodes.ZNodeFormatError):
         controller_epoch = None
+    facts = (epochs, controller_epoch)
+    try:
+        _FACTS_CACHE[quorum] = (key, facts)
+    except TypeError:
+        pass
+    return facts
+
+
+def read_facts(
+    quorum: LocalTreeReads,
+    *,
+    on_inter_broker_listener: bool,
+    cluster_action_allowed: bool,
+    own_broker_id: int,
+) -> ClusterFacts:
+    epochs, controller_epoch = _tree_facts(quorum)
     return ClusterFacts(
         on_inter_broker_listener=on_inter_broker_listener,
         cluster_action_allowed=cluster_action_allowed,
