@@ -123,11 +123,9 @@ def test_progress_redraws_one_line_on_a_terminal() -> None:
 
 
 def test_progress_is_silent_off_a_terminal_and_with_quiet() -> None:
-    for progress, stream in (
-        (lambda s: Progress(stream=s), io.StringIO()),
-        (lambda s: Progress(stream=s, quiet=True), _Terminal()),
-    ):
-        shown = progress(stream)
+    cases: list[tuple[io.StringIO, bool]] = [(io.StringIO(), False), (_Terminal(), True)]
+    for stream, quiet in cases:
+        shown = Progress(stream=stream, quiet=quiet)
         assert not shown.enabled
         shown.update("Reassignment: 1/2 partition(s) done")
         shown.finish("x")
