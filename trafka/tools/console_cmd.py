@@ -579,7 +579,6 @@ class GroupOffsets:
                 "generation_id_or_member_epoch": -1,
                 "member_id": "",
                 "group_instance_id": None,
-                "retention_time_ms": -1,
                 "topics": [
                     {
                         "name": self.topic,
@@ -596,7 +595,7 @@ class GroupOffsets:
                 ],
             },
             8,
-            2,
+            5,  # v5+: no retention time field (the broker's offsets.retention.minutes)
         )
         for topic in response.topics:
             for p in topic.partitions:

@@ -1,12 +1,16 @@
-"""ktool's `--json`, progress lines and `--command-config` on one real 2-node knode cluster.
+"""ktool's `--json`, progress lines, `--command-config` and console producer/consumer options
+on one real 2-node knode cluster, next to Kafka 4.4's own tools (the shared ToolShell JVM).
 
-* `--json` documents carry the same values as Kafka 4.4's own tools print on the same cluster
+* `--json` documents carry the same values as Kafka's tools print on the same cluster
   (kafka-log-dirs' JSON report parsed: equal; get-offsets, metadata-quorum, configs,
-  consumer-groups, broker-api-versions: their values), run in the shared ToolShell JVM.
+  consumer-groups, broker-api-versions: their values).
 * `reassign execute --wait` draws its progress line on stderr when stderr is a terminal (a
   pty here), and never when it is a pipe or with `--quiet`.
 * `--command-config FILE` reaches every command that talks to the cluster: with a SASL
   config against this PLAINTEXT cluster each one fails, without it each one succeeds.
+* `produce` with headers and zstd reads back through kafka-console-consumer exactly as what
+  kafka-console-producer wrote from the same lines; `consume --group` and Kafka's console
+  consumer resume from each other's commits.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -104,8 +109,10 @@ def _json(cluster: KnodeCluster, *args: str) -> object:
     return json.loads(result.out)
 
 
-def _kafka(shell: ToolShell, cluster: KnodeCluster, tool: str, *args: str) -> ToolResult:
-    return shell.run(tool, "--bootstrap-server", cluster.bootstrap_servers, *args)
+def _kafka(
+    shell: ToolShell, cluster: KnodeCluster, tool: str, *args: str, stdin: str | None = None
+) -> ToolResult:
+    return shell.run(tool, "--bootstrap-server", cluster.bootstrap_servers, *args, stdin=stdin)
 
 
 # ---- --json against Kafka's tools ------------------------------------------------------------
@@ -346,3 +353,79 @@ def test_command_config_reaches_every_command(cluster: KnodeCluster, tmp_path: P
                       stdin="x\n")  # fmt: skip
     assert produced.exit != 0 and "SASL" in produced.err
     assert _ktool(cluster, "produce", "--topic", TOPIC, stdin="x\n").exit == 0
+
+
+# ---- console producer and consumer ------------------------------------------------------------
+
+LINES = [f"h1:a{i},h2:b\tk{i % 3}:value {i}" for i in range(12)] + ["nohdr:x\tk9:last"]
+"""Headers, a key and a value per line (parse.headers, parse.key with key.separator `:`)."""
+
+
+def _batches(cluster: KnodeCluster, topic: str) -> list[Any]:
+    from trafka.log.records import iter_batches
+
+    segment = cluster.nodes[1].data_dir / f"{topic}-0" / "00000000000000000000.log"
+    return list(iter_batches(segment.read_bytes()))
+
+
+def test_produce_headers_and_zstd_read_back_like_kafkas(
+    shell: ToolShell, cluster: KnodeCluster
+) -> None:
+    for topic in ("kh-ktool", "kh-kafka"):
+        assert _ktool(cluster, "topics", "create", topic, "--partitions", "1",
+                      "--replication-factor", "2").exit == 0  # fmt: skip
+    reader = ["--reader-property", "parse.headers=true", "--reader-property", "parse.key=true",
+              "--reader-property", "key.separator=:"]  # fmt: skip
+    stdin = "".join(f"{line}\n" for line in LINES)
+    produced = _ktool(cluster, "produce", "--topic", "kh-ktool", *reader,
+                      "--compression-codec", "zstd", stdin=stdin)  # fmt: skip
+    assert produced.exit == 0, produced
+    _kafka(shell, cluster, "kafka-console-producer", "--topic", "kh-kafka", *reader,
+           "--compression-codec", "zstd", stdin=stdin).ok()  # fmt: skip
+    printed = {}
+    for topic in ("kh-ktool", "kh-kafka"):
+        printed[topic] = _kafka(
+            shell, cluster, "kafka-console-consumer", "--topic", topic, "--from-beginning",
+            "--max-messages", str(len(LINES)), "--formatter-property", "print.headers=true",
+            "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true",
+        ).ok().lines  # fmt: skip
+    assert printed["kh-ktool"] == printed["kh-kafka"]
+    assert printed["kh-ktool"][0] == "Offset:0\th1:a0,h2:b\tk0\tvalue 0"
+    assert len(printed["kh-ktool"]) == len(LINES)
+    wait_until(lambda: len(_batches(cluster, "kh-ktool")) > 0, timeout_s=30, what="the segment")
+    codecs = {int(b.header.compression) for b in _batches(cluster, "kh-ktool")}
+    assert codecs == {4}  # zstd
+    assert len(_batches(cluster, "kh-ktool")) == 1  # 13 short lines: one batch
+    refused = _ktool(cluster, "produce", "--topic", "kh-ktool", *reader, stdin="no tab\n")
+    assert refused.exit != 0
+    assert "No headers delimiter found on line number 1: 'no tab'" in refused.err
+
+
+def _committed(shell: ToolShell, cluster: KnodeCluster, group: str) -> int:
+    described = _kafka(shell, cluster, "kafka-consumer-groups", "--describe", "--group", group)
+    header, *rows = [line.split() for line in described.ok().lines]
+    return int(rows[0][header.index("CURRENT-OFFSET")])
+
+
+def test_consume_group_and_kafkas_console_consumer_resume_from_each_other(
+    shell: ToolShell, cluster: KnodeCluster
+) -> None:
+    assert _ktool(cluster, "topics", "create", "kg", "--partitions", "1",
+                  "--replication-factor", "2").exit == 0  # fmt: skip
+    stdin = "".join(f"v{i}\n" for i in range(30))
+    assert _ktool(cluster, "produce", "--topic", "kg", stdin=stdin).exit == 0
+    first = _ktool(cluster, "consume", "--topic", "kg", "--group", "cg", "--from-beginning",
+                   "--max-messages", "4").ok()  # fmt: skip
+    assert first.lines == ["v0", "v1", "v2", "v3"]
+    assert _committed(shell, cluster, "cg") == 4
+
+    kafka = _kafka(shell, cluster, "kafka-console-consumer", "--topic", "kg", "--group", "cg",
+                   "--max-messages", "3").ok()  # fmt: skip
+    assert kafka.lines == ["v4", "v5", "v6"]  # Kafka resumes at ktool's commit
+    resumed_at = _committed(shell, cluster, "cg")  # Kafka commits its position on close
+    assert 7 <= resumed_at <= 30
+
+    again = _ktool(cluster, "consume", "--topic", "kg", "--group", "cg", "--timeout-ms",
+                   "1500").ok()  # fmt: skip
+    assert again.lines == [f"v{i}" for i in range(resumed_at, 30)]  # ktool resumes at Kafka's
+    assert _committed(shell, cluster, "cg") == 30
