@@ -213,7 +213,50 @@ def test_groups_and_api_versions_json(shell: ToolShell, cluster: KnodeCluster) -
     assert isinstance(versions, dict)
     assert [b["id"] for b in versions["brokers"]] == sorted(ids)
     assert _json(cluster, "reassign", "list") == []
-    assert _json(cluster, "transactions", "list") == []
+
+
+def test_transactions_json_matches_kafka_transactions(
+    shell: ToolShell, cluster: KnodeCluster
+) -> None:
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "kj-txn"}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(TOPIC, key=b"t", value=b"in a transaction")
+    producer.commit_transaction(60)
+    kafka = _kafka(shell, cluster, "org.apache.kafka.tools.TransactionsCommand", "list").ok()
+    header, *rows = [line.split() for line in kafka.lines]
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    listed = _json(cluster, "transactions", "list")
+    assert listed == [
+        {
+            "transactional_id": row[0],
+            "coordinator": int(row[1]),
+            "producer_id": int(row[2]),
+            "transaction_state": row[3],
+        }
+        for row in rows
+    ]
+    assert [r["transactional_id"] for r in listed] == ["kj-txn"]  # type: ignore[union-attr]
+    described = _json(cluster, "transactions", "describe", "--transactional-id", "kj-txn")
+    assert isinstance(described, dict)
+    assert described["transaction_state"] == "CompleteCommit"
+    assert described["topic_partitions"] == []
+    kafka = _kafka(shell, cluster, "org.apache.kafka.tools.TransactionsCommand", "describe",
+                   "--transactional-id", "kj-txn").ok()  # fmt: skip
+    header, row = [line.split() for line in kafka.lines]
+    values = dict(zip(header, row, strict=False))  # TopicPartitions may be empty
+    for column, key in [
+        ("CoordinatorId", "coordinator_id"),
+        ("ProducerId", "producer_id"),
+        ("ProducerEpoch", "producer_epoch"),
+        ("TransactionTimeoutMs", "transaction_timeout_ms"),
+        ("CurrentTransactionStartTimeMs", "current_transaction_start_time_ms"),
+    ]:
+        expected = None if values[column] == "None" else int(values[column])
+        assert described[key] == expected, column
+    assert described["transaction_state"] == values["TransactionState"]
 
 
 # ---- progress: a terminal only ---------------------------------------------------------------
