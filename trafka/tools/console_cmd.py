@@ -229,13 +229,25 @@ class LineReader:
     def check(self) -> None:
         """Kafka's refusals of separators that would make a line ambiguous."""
         pairs = [
-            ("headers.delimiter", self.headers_delimiter, "headers.separator",
-             self.headers_separator),
-            ("headers.delimiter", self.headers_delimiter, "headers.key.separator",
-             self.headers_key_separator),
-            ("headers.separator", self.headers_separator, "headers.key.separator",
-             self.headers_key_separator),
-        ]  # fmt: skip
+            (
+                "headers.delimiter",
+                self.headers_delimiter,
+                "headers.separator",
+                self.headers_separator,
+            ),
+            (
+                "headers.delimiter",
+                self.headers_delimiter,
+                "headers.key.separator",
+                self.headers_key_separator,
+            ),
+            (
+                "headers.separator",
+                self.headers_separator,
+                "headers.key.separator",
+                self.headers_key_separator,
+            ),
+        ]
         for first, a, second, b in pairs:
             if a == b:
                 raise OffsetsCommandError(f"{first} and {second} may not be equal")
@@ -252,8 +264,9 @@ class LineReader:
         except re.error as error:
             raise OffsetsCommandError(f"invalid headers.separator: {error}") from None
 
-    def _part(self, enabled: bool, line: str, start: int, separator: str, name: str, number: int
-              ) -> str | None:  # fmt: skip
+    def _part(
+        self, enabled: bool, line: str, start: int, separator: str, name: str, number: int
+    ) -> str | None:
         if not enabled:
             return None
         index = line.find(separator, start)
@@ -272,8 +285,9 @@ class LineReader:
             self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter", number
         )
         header_end = 0 if headers is None else len(headers) + len(self.headers_delimiter)
-        key = self._part(self.parse_key, line, header_end, self.key_separator, "key separator",
-                         number)  # fmt: skip
+        key = self._part(
+            self.parse_key, line, header_end, self.key_separator, "key separator", number
+        )
         key_end = 0 if key is None else len(key) + len(self.key_separator)
         value = line[header_end + key_end :]
         parsed: tuple[RecordHeader, ...] = ()
@@ -511,6 +525,10 @@ AUTO_COMMIT_INTERVAL_S: Final = 5.0
 """`--group`: how often positions are committed while reading (the Java consumer's
 `auto.commit.interval.ms` default), besides once at the end."""
 COORDINATOR_WAIT_S: Final = 15.0
+ACTIVE_MEMBERS_NOTE: Final = (
+    " (the group has active members; ktool commits only to a group without)"
+)
+"""After ILLEGAL_GENERATION (22) or UNKNOWN_MEMBER_ID (25) to a standalone commit."""
 
 
 class GroupOffsets:
@@ -603,9 +621,8 @@ class GroupOffsets:
                     raise OffsetsCommandError(
                         f"commit of {self.topic}-{int(p.partition_index)} for group "
                         f"'{self.group}' failed: error {int(p.error_code)}"
-                        + (" (the group has active members)" if int(p.error_code) in (22, 25)
-                           else "")
-                    )  # fmt: skip
+                        + (ACTIVE_MEMBERS_NOTE if int(p.error_code) in (22, 25) else "")
+                    )
 
 
 def consume(
@@ -667,9 +684,9 @@ def consume(
                 raise OffsetsCommandError(f"partition {topic}-{partition} does not exist")
             partitions = [partition]
         offsets = None if group is None else GroupOffsets(cluster, group, topic)
-        committed = {} if offsets is None or offset is not None else (
-            await offsets.committed(partitions)
-        )  # fmt: skip
+        committed: dict[int, int] = {}
+        if offsets is not None and offset is None:
+            committed = await offsets.committed(partitions)
         positions = {
             p: committed[p] if p in committed else await _resolve(cluster, topic, p, start)
             for p in partitions
