@@ -86,6 +86,11 @@ def read_metadata_document(
     return None
 
 
+def progress_conf(show_progress: bool) -> dict[str, str]:
+    """The Spark setting of the console progress bar (stage tasks done / total)."""
+    return {"spark.ui.showConsoleProgress": "true" if show_progress else "false"}
+
+
 def export_command(
     log_dirs: Sequence[str],
     out: str,
@@ -95,7 +100,11 @@ def export_command(
     master: str | None = DEFAULT_MASTER,
     bootstrap_server: str | None = None,
     metadata_timeout_s: float = DEFAULT_TIMEOUT_S,
+    show_progress: bool = True,
 ) -> int:
+    """`show_progress`: Spark's console progress bar (per stage: tasks, i.e. partition
+    slices, done / total) on stderr; ktool turns it off when stderr is not a terminal or
+    with --quiet."""
     paths = split_log_dirs(log_dirs)
     if not paths:
         return _fail("--log-dirs is required")
@@ -110,7 +119,9 @@ def export_command(
     from trafka.spark.session import build_session
 
     try:
-        spark = build_session(master, "trafka-audit-export")
+        spark = build_session(
+            master, "trafka-audit-export", extra_conf=progress_conf(show_progress)
+        )
         counts = run_export(spark, paths, output_path(out), fmt=fmt, metadata_document=document)
     except (AuditEnvironmentError, OSError, ValueError) as error:
         return _fail(_first_line(error))

@@ -55,6 +55,7 @@ from trafka.security.acl import (
 )
 from trafka.security.authorizer import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from trafka.security.principal import KafkaPrincipal
+from trafka.tools.output import JsonFlag, emit_json
 
 WILDCARD_HOST = "*"
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = (
@@ -256,6 +257,26 @@ def format_listing(bindings: Sequence[AclBinding], principals: Sequence[str] = (
     return blocks
 
 
+def listing_document(
+    bindings: Sequence[AclBinding], principals: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """`--list --json`: one object per ACL binding (resource sorted, then entry), with
+    Kafka's enum names as values; `--principal` keeps that principal's bindings only."""
+    return [
+        {
+            "resource_type": b.pattern.resource_type.name,
+            "resource_name": b.pattern.name,
+            "pattern_type": b.pattern.pattern_type.name,
+            "principal": b.entry.principal,
+            "host": b.entry.host,
+            "operation": b.entry.operation.name,
+            "permission_type": b.entry.permission_type.name,
+        }
+        for b in sorted(bindings)
+        if not principals or b.entry.principal in principals
+    ]
+
+
 # ---- the wire ------------------------------------------------------------------------------
 
 
@@ -364,11 +385,16 @@ def _confirm(question: str, force: bool) -> bool:
     return answer in ("y", "yes")
 
 
-async def _list(connection: KafkaConnection, options: AclOptions, principals: list[str]) -> None:
+async def _list(
+    connection: KafkaConnection, options: AclOptions, principals: list[str], as_json: bool = False
+) -> None:
     filters = resource_filters(options) or [ANY_RESOURCE]
     found: set[AclBinding] = set()
     for resource in filters:
         found.update(await describe(connection, resource))
+    if as_json:
+        emit_json(listing_document(sorted(found), principals))
+        return
     for block in format_listing(sorted(found), principals):
         typer.echo(block)
 
@@ -418,10 +444,14 @@ def acls(
         bool, typer.Option("--idempotent", help="With --producer: IDEMPOTENT_WRITE.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="--remove without asking.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Add, remove or list ACLs (kafka-acls.sh). --command-config FILE secures the connection."""
     if [add, remove, list_].count(True) != 1:
         typer.echo("Command must include exactly one action: --list, --add, --remove.", err=True)
+        raise typer.Exit(1)
+    if as_json and not list_:
+        typer.echo("Error while executing ACL command: --json is only for --list", err=True)
         raise typer.Exit(1)
     options = AclOptions(
         topics=tuple(topic or ()),
@@ -473,7 +503,7 @@ def acls(
                         await delete(connection, resource, acls)
                 await _list(connection, options, [])
             else:
-                await _list(connection, options, _principals(principal or ()))
+                await _list(connection, options, _principals(principal or ()), as_json)
         finally:
             await connection.close()
 

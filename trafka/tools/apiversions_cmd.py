@@ -21,14 +21,14 @@ StopReplica, UpdateMetadata and ControlledShutdown. `--json` prints one document
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 
 from trafka.net import codec, protocol
 from trafka.net.api_keys import ApiKey
-from trafka.tools.offsets_cmd import Bootstrap, ClusterClient, JsonFlag, run_on_cluster
+from trafka.tools.offsets_cmd import Bootstrap, ClusterClient, run_on_cluster
+from trafka.tools.output import JsonFlag, emit_json
 
 CLIENT_APIS: tuple[int, ...] = (
     *range(0, 52),
@@ -128,7 +128,7 @@ def broker_api_versions(
                 }
             )
         if as_json:
-            typer.echo(json.dumps({"brokers": brokers}, indent=2))
+            emit_json({"brokers": brokers})
             return
         for entry in brokers:
             rack = "null" if entry["rack"] is None else entry["rack"]

@@ -15,6 +15,10 @@ error. `check` exits 1 when it finds a violation, 2 when it cannot run (Java or 
 missing, both metadata flags, an unreadable snapshot, no server answering: a one-line
 message on stderr).
 
+Progress: `export` shows Spark's console progress bar (per stage, tasks done / total; a
+task is a slice of a partition's log) on stderr only when stderr is a terminal and `--quiet`
+is not given (`trafka.tools.output.Progress`); the `[audit]` step lines are always printed.
+
 The work is done by `trafka.spark.commands` (shared with `python -m trafka.spark.export|check`).
 """
 
@@ -27,6 +31,7 @@ import typer
 from trafka.client.metadata import DEFAULT_TIMEOUT_S
 from trafka.spark.commands import check_command, export_command
 from trafka.spark.session import DEFAULT_MASTER
+from trafka.tools.output import Progress, QuietFlag
 
 audit_app = typer.Typer(
     help="Export and audit topic logs and cluster metadata with Spark.", no_args_is_help=True
@@ -61,8 +66,10 @@ def export(
     bootstrap_server: BootstrapOption = None,
     metadata_timeout: MetadataTimeoutOption = DEFAULT_TIMEOUT_S,
     master: MasterOption = DEFAULT_MASTER,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Write every record of every replica (by topic), consumer offsets and metadata."""
+    """Write every record of every replica (by topic), consumer offsets and metadata.
+    Progress (Spark's stage bar: tasks done / total) on stderr when it is a terminal."""
     if fmt not in ("parquet", "json"):
         typer.echo("error: --format must be parquet or json", err=True)
         raise typer.Exit(2)
@@ -75,6 +82,7 @@ def export(
             master=master,
             bootstrap_server=bootstrap_server,
             metadata_timeout_s=metadata_timeout,
+            show_progress=Progress(quiet=quiet).enabled,
         )
     )
 

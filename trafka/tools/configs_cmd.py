@@ -33,6 +33,8 @@ broker-loggers|client-metrics|groups`, `--zookeeper`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 import trio
@@ -45,6 +47,7 @@ from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
 from trafka.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, salted_password
 from trafka.tools.offsets_cmd import ClusterClient
+from trafka.tools.output import JsonFlag, emit_json
 
 ALTER_USER_SCRAM = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 DESCRIBE_USER_SCRAM = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
@@ -267,9 +270,77 @@ def _kafka_error(code: int, message: str | None) -> ConfigCommandError:
 # ---- topics and brokers ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config of a DescribeConfigs answer as kafka-configs.sh prints it."""
+
+    name: str
+    value: str | None  # None: a sensitive value or no value
+    sensitive: bool
+    source: str  # Kafka's ConfigSource name (SOURCE_NAMES)
+    synonyms: tuple[tuple[str, str, str | None], ...]  # (source, name, value)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedEntity:
+    """The configs of one topic or broker (`name` DEFAULT_ENTITY: the cluster default)."""
+
+    entity_type: str  # topics or brokers
+    name: str
+    describe_all: bool
+    configs: tuple[ConfigEntry, ...]
+
+
+def config_line(entry: ConfigEntry) -> str:
+    """kafka-configs.sh's `  name=value sensitive=false synonyms={SOURCE:name=value, ...}`."""
+    synonyms = ", ".join(f"{source}:{name}={value}" for source, name, value in entry.synonyms)
+    value = entry.value if entry.value is not None else "null"
+    return (
+        f"  {entry.name}={value} sensitive={str(entry.sensitive).lower()} synonyms={{{synonyms}}}"
+    )
+
+
+def described_lines(described: Sequence[DescribedEntity]) -> list[str]:
+    """The text of `--describe` for topics and brokers."""
+    out: list[str] = []
+    for entity in described:
+        if entity.name == DEFAULT_ENTITY:
+            out.append(f"Default configs for {entity.entity_type} in the cluster are:")
+        else:
+            source = "All" if entity.describe_all else "Dynamic"
+            out.append(f"{source} configs for {entity.entity_type[:-1]} {entity.name} are:")
+        out += [config_line(entry) for entry in entity.configs]
+    return out
+
+
+def described_document(described: Sequence[DescribedEntity]) -> list[dict[str, Any]]:
+    """`--describe --json` for topics and brokers: one object per entity (`entity_name` null
+    for the cluster default) with its configs (`value` null when sensitive or unset)."""
+    return [
+        {
+            "entity_type": entity.entity_type,
+            "entity_name": None if entity.name == DEFAULT_ENTITY else entity.name,
+            "configs": [
+                {
+                    "name": entry.name,
+                    "value": entry.value,
+                    "sensitive": entry.sensitive,
+                    "source": entry.source,
+                    "synonyms": [
+                        {"source": source, "name": name, "value": value}
+                        for source, name, value in entry.synonyms
+                    ],
+                }
+                for entry in entity.configs
+            ],
+        }
+        for entity in described
+    ]
+
+
 async def _describe_resource(
     cluster: ClusterClient, entity_type: str, name: str, describe_all: bool
-) -> list[str]:
+) -> list[ConfigEntry]:
     resource_type = RESOURCE_TYPE[entity_type]
     if entity_type == "brokers" and name not in ("", DEFAULT_ENTITY):
         broker = int(name) if name.isdigit() else -1
@@ -303,26 +374,34 @@ async def _describe_resource(
         "topics": {1},
         "brokers": {3} if name == DEFAULT_ENTITY else {2},
     }[entity_type]
-    lines = []
+    entries = []
     for entry in sorted(result.configs, key=lambda c: str(c.name)):
         if not describe_all and int(entry.config_source) not in wanted:
             continue
-        synonyms = ", ".join(
-            f"{SOURCE_NAMES.get(int(s.source), 'UNKNOWN')}:{s.name}={s.value}"
+        synonyms = tuple(
+            (
+                SOURCE_NAMES.get(int(s.source), "UNKNOWN"),
+                str(s.name),
+                None if s.value is None else str(s.value),
+            )
             for s in entry.synonyms
             if describe_all or int(s.source) in wanted or entity_type == "topics"
         )
-        value = None if entry.is_sensitive else entry.value
-        lines.append(
-            f"  {entry.name}={value if value is not None else 'null'} "
-            f"sensitive={str(bool(entry.is_sensitive)).lower()} synonyms={{{synonyms}}}"
+        entries.append(
+            ConfigEntry(
+                name=str(entry.name),
+                value=None if entry.is_sensitive or entry.value is None else str(entry.value),
+                sensitive=bool(entry.is_sensitive),
+                source=SOURCE_NAMES.get(int(entry.config_source), "UNKNOWN"),
+                synonyms=synonyms,
+            )
         )
-    return lines
+    return entries
 
 
 async def describe_resources(
     cluster: ClusterClient, entity_type: str, name: str | None, describe_all: bool
-) -> list[str]:
+) -> list[DescribedEntity]:
     await cluster.load_metadata()
     if name is not None:
         names = [name]
@@ -330,15 +409,15 @@ async def describe_resources(
         names = sorted({topic for topic, _ in cluster.leaders})
     else:
         names = [str(b) for b in sorted(cluster.brokers)] + [DEFAULT_ENTITY]
-    out: list[str] = []
-    for entity in names:
-        if entity == DEFAULT_ENTITY:
-            out.append(f"Default configs for {entity_type} in the cluster are:")
-        else:
-            source = "All" if describe_all else "Dynamic"
-            out.append(f"{source} configs for {entity_type[:-1]} {entity} are:")
-        out += await _describe_resource(cluster, entity_type, entity, describe_all)
-    return out
+    return [
+        DescribedEntity(
+            entity_type,
+            entity,
+            describe_all,
+            tuple(await _describe_resource(cluster, entity_type, entity, describe_all)),
+        )
+        for entity in names
+    ]
 
 
 async def alter_resource(
@@ -392,9 +471,34 @@ def quota_line(entity: list[tuple[str, str | None]], values: list[tuple[str, flo
     return f"Quota configs for {', '.join(parts)} are {rendered}"
 
 
+QuotaEntry = tuple[list[tuple[str, str | None]], list[tuple[str, float]]]
+"""A DescribeClientQuotas entry: its entity ((type, name or None for the default), ...)
+and its quotas ((key, value), ...)."""
+
+
+def quotas_document(entries: Sequence[QuotaEntry]) -> list[dict[str, Any]]:
+    """`--describe --json` for users/clients/ips: one object per entity, `entity` mapping
+    each entity type (`user`, `client-id`, `ip`) to its name (null: the default entity)."""
+    return [{"entity": dict(entity), "quotas": dict(values)} for entity, values in entries]
+
+
+def scram_document(credentials: Sequence[tuple[str, list[tuple[int, int]]]]) -> list[Any]:
+    """The SCRAM credentials of `--describe --entity-type users --json` (no secrets)."""
+    return [
+        {
+            "user": user,
+            "credentials": [
+                {"mechanism": MECHANISM_NAMES.get(code, str(code)), "iterations": iterations}
+                for code, iterations in sorted(pairs)
+            ],
+        }
+        for user, pairs in credentials
+    ]
+
+
 async def describe_quotas(
     cluster: ClusterClient, entities: list[tuple[str, str | None]]
-) -> list[str]:
+) -> list[QuotaEntry]:
     components = []
     for entity_type, name in entities:
         quota_type = QUOTA_ENTITY_TYPE[entity_type]
@@ -412,12 +516,12 @@ async def describe_quotas(
     )
     if int(response.error_code) != 0:
         raise _kafka_error(int(response.error_code), response.error_message)
-    lines = []
+    found: list[QuotaEntry] = []
     for entry in response.entries or ():
         entity = [(str(e.entity_type), e.entity_name) for e in entry.entity]
         values = [(str(v.key), float(v.value)) for v in entry.values]
-        lines.append(quota_line(entity, values))
-    return lines
+        found.append((entity, values))
+    return found
 
 
 async def alter_quotas(
@@ -472,12 +576,12 @@ def _scram_alter(bootstrap: str, user: str, added: str, deleted: list[str]) -> N
             raise ConfigCommandError(_error(int(result.error_code), result.error_message))
 
 
-def _scram_describe(bootstrap: str, user: str | None) -> list[str]:
+def _scram_describe(bootstrap: str, user: str | None) -> list[tuple[str, list[tuple[int, int]]]]:
     users = [{"name": user}] if user else None
     response = trio.run(_request, bootstrap, DESCRIBE_USER_SCRAM, {"users": users})
     if int(response.error_code) != 0:
         raise ConfigCommandError(_error(int(response.error_code), response.error_message))
-    lines = []
+    found = []
     for result in response.results:
         if int(result.error_code) != 0:
             if user:  # Kafka prints nothing for a user without credentials
@@ -485,8 +589,8 @@ def _scram_describe(bootstrap: str, user: str | None) -> list[str]:
             raise ConfigCommandError(_error(int(result.error_code), result.error_message))
         credentials = [(int(c.mechanism), int(c.iterations)) for c in result.credential_infos]
         if credentials:
-            lines.append(describe_line(str(result.user), credentials))
-    return lines
+            found.append((str(result.user), credentials))
+    return found
 
 
 def configs(
@@ -513,6 +617,7 @@ def configs(
         typer.Option("--add-config", help="k=v,k2=[v1,v2],... ('SCRAM-SHA-512=[password=..]')"),
     ] = None,
     delete_config: Annotated[str | None, typer.Option("--delete-config", help="k1,k2,...")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Describe or alter configs and quotas (kafka-configs.sh)."""
     import sys
@@ -520,6 +625,8 @@ def configs(
     try:
         if alter == describe:
             raise ConfigCommandError("Command must include exactly one action: --describe, --alter")
+        if alter and as_json:
+            raise ConfigCommandError("--json is only for --describe")
         types = [ENTITY_TYPES.get(t.strip(), "") for t in entity_type or []]
         if not types or "" in types:
             raise ConfigCommandError(
@@ -586,16 +693,27 @@ def configs(
                 if first_name == "?"
                 else (DEFAULT_ENTITY if first_name is None else first_name)
             )
-            lines = _run(
+            described = _run(
                 bootstrap_server,
                 lambda c: describe_resources(c, first_type, resource_name, describe_all),
             )
+            if as_json:
+                emit_json(described_document(described))
+                return
+            lines = described_lines(described)
         else:
-            lines = _run(bootstrap_server, lambda c: describe_quotas(c, entities))
+            quotas = _run(bootstrap_server, lambda c: describe_quotas(c, entities))
+            scram = []
             if entities[0][0] == "users" and len(entities) == 1 and first_name is not None:
-                lines += _scram_describe(
-                    bootstrap_server, None if first_name == "?" else first_name
-                )
+                scram = _scram_describe(bootstrap_server, None if first_name == "?" else first_name)
+            if as_json:
+                document: dict[str, Any] = {"quotas": quotas_document(quotas)}
+                if entities[0][0] == "users" and len(entities) == 1:
+                    document["scram_credentials"] = scram_document(scram)
+                emit_json(document)
+                return
+            lines = [quota_line(entity, values) for entity, values in quotas]
+            lines += [describe_line(user, pairs) for user, pairs in scram]
         for line in lines:
             typer.echo(line)
     except (ConfigCommandError, ClientError, OSError) as error:

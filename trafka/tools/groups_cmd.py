@@ -41,7 +41,6 @@ Not implemented: `--from-file`, `--to-current`, `--by-duration`, `--export` (CSV
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -55,6 +54,7 @@ from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
+from trafka.tools.output import JsonFlag, emit_json
 
 groups_app = typer.Typer(
     help="List, describe, reset and delete consumer groups.", no_args_is_help=True
@@ -65,7 +65,6 @@ T = TypeVar("T")
 BootstrapOption = Annotated[
     str, typer.Option("--bootstrap-server", help="host:port of any broker.")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 GroupOption = Annotated[str, typer.Option("--group", help="The consumer group.")]
 
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
@@ -340,7 +339,7 @@ def _run(body: Callable[[_Admin], Any], bootstrap: str) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True))
+    emit_json(value)
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -352,7 +351,7 @@ def list_groups(
     state: Annotated[
         list[str] | None, typer.Option("--state", help="Only groups in these states.")
     ] = None,
-    as_json: JsonOption = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Every group of the cluster (ListGroups to each broker)."""
 
@@ -531,7 +530,7 @@ def describe(
             "and assignments.",
         ),
     ] = False,
-    as_json: JsonOption = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Offsets and lag per partition (default), members, or state of groups."""
     if sum([offsets, members, state]) > 1:
@@ -738,7 +737,7 @@ def reset_offsets(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only print them (the default).")
     ] = False,
-    as_json: JsonOption = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Move a group's committed offsets; the group must have no active members."""
     choices = [
@@ -849,7 +848,7 @@ def reset_offsets(
 def delete(
     group: Annotated[list[str], typer.Option("--group", help="A group to delete (repeatable).")],
     bootstrap_server: BootstrapOption = "localhost:9092",
-    as_json: JsonOption = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Delete inactive groups and their offsets."""
 
@@ -890,7 +889,7 @@ def delete_offsets(
     group: GroupOption,
     topic: Annotated[list[str], typer.Option("--topic", help="T or T:P,P (repeatable).")],
     bootstrap_server: BootstrapOption = "localhost:9092",
-    as_json: JsonOption = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Delete a group's committed offsets of topics it does not consume (KIP-496)."""
 

@@ -4,6 +4,12 @@ Each command group lives in its own module under `trafka/tools/` and is register
 one line. `--command-config FILE` anywhere on the command line secures every connection
 (Kafka's client properties, `trafka.client.command_config`). Errors are printed as one line
 on stderr with a non-zero exit code, never a traceback.
+
+Output conventions shared by every command (`trafka.tools.output`, docs/ktool.md): `--json`
+on each describe/list command prints one JSON document (keys sorted, Kafka's shape where
+Kafka's tool prints JSON, snake_case otherwise); long operations (`reassign execute|verify
+--wait`, `audit export`) show progress on stderr only when it is a terminal and `--quiet` is
+not given.
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ from trafka.tools.transactions_cmd import transactions_app
 
 app = typer.Typer(
     name="ktool",
-    help="Administer a trafka cluster: topics, quorum, reassignment, groups, logs, audit.",
+    help=(
+        "Administer a trafka cluster: topics, quorum, reassignment, groups, logs, audit. "
+        "--command-config FILE (Kafka's client properties), anywhere on the command line, "
+        "secures every connection of any command; --json on describe/list commands prints "
+        "one JSON document (docs/ktool.md)."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -23,11 +23,11 @@ from trafka.net.api_keys import ApiKey
 from trafka.tools.offsets_cmd import (
     Bootstrap,
     ClusterClient,
-    JsonFlag,
     OffsetsCommandError,
     java_exception,
     run_on_cluster,
 )
+from trafka.tools.output import JsonFlag, emit_json
 
 
 def error_name(code: int) -> str:
@@ -119,7 +119,7 @@ def log_dirs(
             answers[broker] = list(response.results)
         document = report(answers, topics)
         if as_json:
-            typer.echo(json.dumps(document, indent=2))
+            emit_json(document)
             return
         typer.echo(
             "Received log directory information from brokers " + ",".join(str(b) for b in brokers)

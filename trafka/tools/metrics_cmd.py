@@ -23,6 +23,7 @@ from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
+from trafka.tools.output import JsonFlag, emit_json
 
 BROKER_RESOURCE: Final = 4
 
@@ -99,6 +100,36 @@ def render(samples: Samples) -> list[str]:
     return lines
 
 
+def headline_document(url: str, samples: Samples) -> dict[str, Any]:
+    """`--json`: the same figures as `render` (null when the node does not export one),
+    connections per listener, and per API its request count and mean total time."""
+    counts = {
+        labels["request"]: value
+        for labels, value in samples.get("kafka_network_requestmetrics_totaltimems_count", [])
+    }
+    sums = {
+        labels["request"]: value
+        for labels, value in samples.get("kafka_network_requestmetrics_totaltimems_sum", [])
+    }
+    return {
+        "url": url,
+        "headlines": {label: _one(samples, name, labels) for label, name, labels in HEADLINES},
+        "connections": {
+            labels.get("listener", ""): value
+            for labels, value in samples.get(
+                "kafka_server_socket_server_metrics_connection_count", []
+            )
+        },
+        "requests": {
+            api: {
+                "count": int(count),
+                "mean_total_time_ms": sums.get(api, 0.0) / count if count else 0.0,
+            }
+            for api, count in counts.items()
+        },
+    }
+
+
 def scrape(url: str, timeout_s: float = 10.0) -> str:
     if not url.startswith("http://"):
         raise MetricsCommandError(f"invalid --url {url!r}: expected http://host:port/metrics")
@@ -170,6 +201,7 @@ def metrics(
     broker_id: Annotated[
         int | None, typer.Option("--broker-id", help="The node to ask (default: the one reached)")
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Print a node's headline metrics (its Prometheus endpoint, docs/metrics.md)."""
     try:
@@ -177,10 +209,14 @@ def metrics(
             if bootstrap_server is None:
                 raise MetricsCommandError("give --url or --bootstrap-server")
             url = trio.run(metrics_url_of, bootstrap_server, broker_id)
-        lines = render(parse(scrape(url)))
+        samples = parse(scrape(url))
     except (MetricsCommandError, ClientError, OSError) as error:
         typer.echo(f"Error: {error}", err=True)
         raise typer.Exit(1) from None
+    if as_json:
+        emit_json(headline_document(url, samples))
+        return
+    lines = render(samples)
     typer.echo(f"Metrics of {url}")
     for line in lines:
         typer.echo(line)

@@ -47,11 +47,11 @@ from trafka.net import codec
 from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.net.kio_shape import build
+from trafka.tools.output import JsonFlag, emit_json
 
 Bootstrap = Annotated[
     str, typer.Option("--bootstrap-server", help="host:port of any broker (comma-separated list)")
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document")]
 
 # --time's names (OffsetSpec in Kafka's Admin API) -> ListOffsets timestamps
 NAMED_TIMES: Final = {
@@ -488,21 +488,18 @@ def get_offsets(
                 file=sys.stderr,
             )
         if as_json:
-            typer.echo(
-                json.dumps(
-                    {
-                        "partitions": [
-                            {"topic": t, "partition": p, "offset": o}
-                            for (t, p), o in sorted(offsets.items())
-                            if o >= 0
-                        ],
-                        "errors": [
-                            {"topic": t, "partition": p, "error": e}
-                            for (t, p), e in sorted(errors.items())
-                        ],
-                    },
-                    indent=2,
-                )
+            emit_json(
+                {
+                    "partitions": [
+                        {"topic": t, "partition": p, "offset": o}
+                        for (t, p), o in sorted(offsets.items())
+                        if o >= 0
+                    ],
+                    "errors": [
+                        {"topic": t, "partition": p, "error": e}
+                        for (t, p), e in sorted(errors.items())
+                    ],
+                }
             )
             return
         for line in offset_lines(offsets):
@@ -537,18 +534,15 @@ def delete_records_command(
         await cluster.load_metadata(sorted({t for t, _, _ in targets}))
         watermarks, errors = await delete_records(cluster, targets)
         if as_json:
-            typer.echo(
-                json.dumps(
-                    {
-                        "partitions": [
-                            {"topic": t, "partition": p, "low_watermark": watermarks[(t, p)]}
-                            if (t, p) in watermarks
-                            else {"topic": t, "partition": p, "error": errors[(t, p)]}
-                            for t, p, _ in targets
-                        ]
-                    },
-                    indent=2,
-                )
+            emit_json(
+                {
+                    "partitions": [
+                        {"topic": t, "partition": p, "low_watermark": watermarks[(t, p)]}
+                        if (t, p) in watermarks
+                        else {"topic": t, "partition": p, "error": errors[(t, p)]}
+                        for t, p, _ in targets
+                    ]
+                }
             )
             return
         typer.echo("Records delete operation completed:")

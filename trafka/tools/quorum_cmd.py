@@ -71,6 +71,7 @@ from trafka.metadata_quorum.transport import load_data_dir
 from trafka.metadata_quorum.tree import Stat, ZNodeTree, ZooKeeperError
 from trafka.metadata_quorum.znodes import CLUSTER_ID, ClusterId, ZNodeFormatError
 from trafka.net.client import KafkaConnection
+from trafka.tools.output import JsonFlag, json_text, table_document
 
 __all__ = [
     "DESCRIBE_QUORUM_API_KEY",
@@ -140,6 +141,91 @@ def format_status(status: QuorumStatus) -> str:
     return "\n".join(f"{name + ':':<24}{value}" for name, value in rows) + "\n"
 
 
+def status_document(status: QuorumStatus) -> dict[str, object]:
+    """`status --json`: the fields of `describe --status` in snake_case, the voters and
+    observers as lists of node ids (kafka-metadata-quorum.sh has no JSON output)."""
+    return {
+        "cluster_id": status.cluster_id or None,
+        "leader_id": status.leader_id,
+        "leader_epoch": status.leader_epoch,
+        "high_watermark": status.high_watermark,
+        "max_follower_lag": status.max_follower_lag,
+        "max_follower_lag_time_ms": status.max_follower_lag_time_ms,
+        "current_voters": [v.node_id for v in status.voters],
+        "current_observers": [o.node_id for o in status.observers],
+    }
+
+
+def _replication_rows(status: QuorumStatus) -> list[tuple[int, int, int, int, int, str]]:
+    leader_end = status.leader_log_end_offset
+    return [
+        (
+            replica.node_id,
+            replica.log_end_offset,
+            replica.lag(leader_end),
+            replica.last_fetch_timestamp_ms,
+            replica.last_caught_up_timestamp_ms,
+            replica.status,
+        )
+        for replica in sorted(
+            (*status.voters, *status.observers),
+            key=lambda r: (r.status != "Leader", r.status == "Observer", r.node_id),
+        )
+    ]
+
+
+REPLICATION_HEADER = (
+    "NodeId",
+    "LogEndOffset",
+    "Lag",
+    "LastFetchTimestamp",
+    "LastCaughtUpTimestamp",
+    "Status",
+)
+
+
+def replication_document(status: QuorumStatus) -> list[dict[str, object]]:
+    """`replication --json`: one object per row of `describe --replication`."""
+    return table_document(REPLICATION_HEADER, _replication_rows(status))
+
+
+def stat_document(path: str, stat: Stat) -> dict[str, object]:
+    """`stat --json`: the Stat's fields (zookeeper-shell's names in snake_case, numbers)."""
+    return {
+        "path": path,
+        "czxid": stat.czxid,
+        "ctime_ms": stat.ctime_ms,
+        "mzxid": stat.mzxid,
+        "mtime_ms": stat.mtime_ms,
+        "pzxid": stat.pzxid,
+        "cversion": stat.cversion,
+        "data_version": stat.version,
+        "ephemeral_owner": stat.ephemeral_owner,
+        "data_length": stat.data_length,
+        "num_children": stat.num_children,
+    }
+
+
+def data_document(path: str, data: bytes) -> dict[str, object]:
+    """`get --json` (and each node of `tree --data --json`): `data` as UTF-8 text, or null
+    with `data_base64` when the bytes are not UTF-8."""
+    try:
+        return {"path": path, "data": data.decode("utf-8"), "data_base64": None}
+    except UnicodeDecodeError:
+        return {"path": path, "data": None, "data_base64": base64.b64encode(data).decode("ascii")}
+
+
+def tree_document(nodes: Sequence[tuple[str, bytes]], *, with_data: bool) -> list[object]:
+    """`tree --json`: the paths, or with `--data` one `data_document` per node."""
+    if with_data:
+        return [data_document(path, data) for path, data in nodes]
+    return [path for path, _ in nodes]
+
+
+def _json_lines(document: object) -> str:
+    return json_text(document) + "\n"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = [
@@ -151,30 +237,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def format_replication(status: QuorumStatus) -> str:
     """The table of `kafka-metadata-quorum.sh describe --replication`."""
-    leader_end = status.leader_log_end_offset
-    rows = [
-        (
-            str(replica.node_id),
-            str(replica.log_end_offset),
-            str(replica.lag(leader_end)),
-            str(replica.last_fetch_timestamp_ms),
-            str(replica.last_caught_up_timestamp_ms),
-            replica.status,
-        )
-        for replica in sorted(
-            (*status.voters, *status.observers),
-            key=lambda r: (r.status != "Leader", r.status == "Observer", r.node_id),
-        )
-    ]
-    header = (
-        "NodeId",
-        "LogEndOffset",
-        "Lag",
-        "LastFetchTimestamp",
-        "LastCaughtUpTimestamp",
-        "Status",
-    )
-    return _table(header, rows)
+    rows = [tuple(str(cell) for cell in row) for row in _replication_rows(status)]
+    return _table(REPLICATION_HEADER, rows)
 
 
 def _java_date(ms: int) -> str:
@@ -382,13 +446,15 @@ def status_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Leader, epoch, high watermark, lag, voters and observers."""
-    _run(
-        lambda: format_status(
-            _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
-        )
-    )
+
+    def action() -> str:
+        status = _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
+        return _json_lines(status_document(status)) if as_json else format_status(status)
+
+    _run(action)
 
 
 @quorum_app.command("replication")
@@ -399,13 +465,17 @@ def replication_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Per-replica log end offset, lag and fetch times."""
-    _run(
-        lambda: format_replication(
-            _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
-        )
-    )
+
+    def action() -> str:
+        status = _status(bootstrap_server, data_dir, quorum_voters, secret, secret_file, timeout)
+        if as_json:
+            return _json_lines(replication_document(status))
+        return format_replication(status)
+
+    _run(action)
 
 
 @quorum_app.command("ls")
@@ -417,14 +487,17 @@ def ls_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """The children of a znode."""
 
     def action() -> str:
         if bootstrap_server:
-            return format_ls(_one(bootstrap_server, timeout, path, children=True).children)
-        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
-        return format_ls(tree.children(path))
+            children = list(_one(bootstrap_server, timeout, path, children=True).children)
+        else:
+            tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+            children = list(tree.children(path))
+        return _json_lines(children) if as_json else format_ls(children)
 
     _run(action)
 
@@ -438,14 +511,17 @@ def get_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """The data of a znode (UTF-8, or base64: when binary)."""
 
     def action() -> str:
         if bootstrap_server:
-            return format_data(_one(bootstrap_server, timeout, path, data=True).data)
-        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
-        return format_data(tree.get(path)[0])
+            data = _one(bootstrap_server, timeout, path, data=True).data
+        else:
+            tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+            data = tree.get(path)[0]
+        return _json_lines(data_document(path, data)) if as_json else format_data(data)
 
     _run(action)
 
@@ -459,14 +535,17 @@ def stat_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """The Stat of a znode (zookeeper-shell's layout)."""
 
     def action() -> str:
         if bootstrap_server:
-            return format_stat(_one(bootstrap_server, timeout, path).stat)
-        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
-        return format_stat(tree.get(path)[1])
+            stat = _one(bootstrap_server, timeout, path).stat
+        else:
+            tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+            stat = tree.get(path)[1]
+        return _json_lines(stat_document(path, stat)) if as_json else format_stat(stat)
 
     _run(action)
 
@@ -481,6 +560,7 @@ def tree_command(
     secret: SecretOption = None,
     secret_file: SecretFileOption = None,
     timeout: TimeoutOption = 15.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Every path under a znode, depth first."""
 
@@ -489,9 +569,13 @@ def tree_command(
             read = trio.run(
                 lambda: _remote(bootstrap_server, timeout, path, recursive=True, data=with_data)
             )
-            return format_tree([(n.path, n.data) for n in read.nodes], with_data=with_data)
-        tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
-        return format_tree([(p, d) for p, d, _ in tree.walk(path)], with_data=with_data)
+            nodes = [(n.path, n.data) for n in read.nodes]
+        else:
+            tree = _snapshot(data_dir, quorum_voters, secret, secret_file, timeout).tree
+            nodes = [(p, d) for p, d, _ in tree.walk(path)]
+        if as_json:
+            return _json_lines(tree_document(nodes, with_data=with_data))
+        return format_tree(nodes, with_data=with_data)
 
     _run(action)
 

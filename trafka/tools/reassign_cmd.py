@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -72,6 +72,13 @@ from trafka.node.replication.throttle import (
     LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
 )
+from trafka.tools.output import (
+    JsonFlag,
+    Progress,
+    QuietFlag,
+    emit_json,
+    reassignment_progress,
+)
 
 reassign_app = typer.Typer(
     name="reassign",
@@ -82,6 +89,14 @@ reassign_app = typer.Typer(
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", help="host:port of any broker")]
 PlanFile = Annotated[Path, typer.Option("--reassignment-json-file", help="plan JSON")]
+WaitFlag = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="Wait until the plan's reassignments are done (progress on stderr when it is a "
+        "terminal), then report as verify does.",
+    ),
+]
 PreserveThrottles = Annotated[
     bool,
     typer.Option(
@@ -418,14 +433,20 @@ async def _set_throttles(
 
 
 async def _clear_all_throttles(
-    connection: KafkaConnection, metadata: Any, plan: dict[tuple[str, int], list[int]]
+    connection: KafkaConnection,
+    metadata: Any,
+    plan: dict[tuple[str, int], list[int]],
+    *,
+    quiet_output: bool = False,
 ) -> None:
     """Kafka's clearAllThrottles: every live broker and every broker of the plan, every
-    topic of the plan."""
+    topic of the plan. `quiet_output` (--json): its two lines go to stderr."""
+    out = sys.stderr if quiet_output else sys.stdout
     brokers = set(_broker_addresses(metadata)) | {b for r in plan.values() for b in r}
     print(
         f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
-        + ",".join(str(b) for b in sorted(brokers))
+        + ",".join(str(b) for b in sorted(brokers)),
+        file=out,
     )
     await _alter_broker_configs(
         metadata,
@@ -436,7 +457,8 @@ async def _clear_all_throttles(
     topics = sorted({topic for topic, _ in plan})
     print(
         f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} "
-        + ",".join(topics)
+        + ",".join(topics),
+        file=out,
     )
     await _alter_configs(
         connection,
@@ -520,8 +542,11 @@ def execute(
             "moves.)",
         ),
     ] = -1,
+    wait: WaitFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Start the reassignment in the plan, optionally throttled (KIP-73)."""
+    """Start the reassignment in the plan, optionally throttled (KIP-73). With --wait, wait
+    for it to finish, print verify's status and remove the throttles (as verify does)."""
 
     async def command() -> None:
         plan = parse_plan(_read_json(plan_file))
@@ -551,6 +576,8 @@ def execute(
         finally:
             await connection.close()
         _report(response, "started")
+        if wait:
+            await _verify(plan, bootstrap_server, wait=True, quiet=quiet)
 
     _run(command)
 
@@ -606,27 +633,100 @@ def verify(
     plan_file: PlanFile,
     bootstrap_server: Bootstrap = "localhost:9092",
     preserve_throttles: PreserveThrottles = False,
+    wait: WaitFlag = False,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Report, per partition of the plan, whether its reassignment completed; once no
-    reassignment is in progress, remove the replication throttles."""
+    reassignment is in progress, remove the replication throttles. With --wait, first wait
+    until the plan's partitions are no longer being reassigned."""
 
     async def command() -> None:
         plan = parse_plan(_read_json(plan_file))
-        connection = await _connect(bootstrap_server)
-        try:
-            ongoing = await _ongoing(connection)
-            metadata = await _metadata(connection)
-            current = _assignment(metadata)
-            _print_status(plan, ongoing, current)
-            if not ongoing and not preserve_throttles:
-                # Like Kafka: all throttles, since the sources of earlier moves are unknown.
-                await _clear_all_throttles(connection, metadata, plan)
-        finally:
-            await connection.close()
-        if any(key in ongoing or current.get(key) != target for key, target in plan.items()):
-            raise typer.Exit(code=1)
+        await _verify(
+            plan,
+            bootstrap_server,
+            preserve_throttles=preserve_throttles,
+            wait=wait,
+            quiet=quiet,
+            as_json=as_json,
+        )
 
     _run(command)
+
+
+WAIT_POLL_S = 0.5
+"""How often `--wait` asks the cluster (ListPartitionReassignments + Metadata, and
+DescribeLogDirs to the brokers involved when a progress line is shown)."""
+
+
+async def _verify(
+    plan: dict[tuple[str, int], list[int]],
+    bootstrap: str,
+    *,
+    preserve_throttles: bool = False,
+    wait: bool = False,
+    quiet: bool = False,
+    as_json: bool = False,
+) -> None:
+    connection = await _connect(bootstrap)
+    try:
+        if wait:
+            await _wait_until_done(connection, plan, Progress(quiet=quiet))
+        ongoing = await _ongoing(connection)
+        metadata = await _metadata(connection)
+        current = _assignment(metadata)
+        clear = not ongoing and not preserve_throttles
+        if not as_json:
+            _print_status(plan, ongoing, current)
+        if clear:
+            # Like Kafka: all throttles, since the sources of earlier moves are unknown.
+            await _clear_all_throttles(connection, metadata, plan, quiet_output=as_json)
+        if as_json:
+            emit_json(verify_document(plan, ongoing, current, throttles_removed=clear))
+    finally:
+        await connection.close()
+    if any(key in ongoing or current.get(key) != target for key, target in plan.items()):
+        raise typer.Exit(code=1)
+
+
+def partition_status(
+    key: tuple[str, int],
+    target: list[int],
+    ongoing: Mapping[tuple[str, int], Any],
+    current: Mapping[tuple[str, int], list[int]],
+) -> str:
+    """`in_progress`, `completed` or `mismatch` (no active reassignment, other replicas)."""
+    if key in ongoing:
+        return "in_progress"
+    return "completed" if current.get(key) == target else "mismatch"
+
+
+def verify_document(
+    plan: dict[tuple[str, int], list[int]],
+    ongoing: Mapping[tuple[str, int], Any],
+    current: Mapping[tuple[str, int], list[int]],
+    *,
+    throttles_removed: bool,
+) -> dict[str, Any]:
+    """`verify --json`: each partition of the plan with its status, target and current
+    replicas; `complete` when every one is completed; `throttles_removed` when no
+    reassignment was left in the cluster and the throttles were cleared."""
+    partitions = [
+        {
+            "topic": topic,
+            "partition": partition,
+            "status": partition_status((topic, partition), target, ongoing, current),
+            "target_replicas": target,
+            "replicas": current.get((topic, partition)),
+        }
+        for (topic, partition), target in sorted(plan.items())
+    ]
+    return {
+        "partitions": partitions,
+        "complete": all(p["status"] == "completed" for p in partitions),
+        "throttles_removed": throttles_removed,
+    }
 
 
 def _print_status(
@@ -637,9 +737,10 @@ def _print_status(
     print("Status of partition reassignment:")
     for (topic, partition), target in sorted(plan.items()):
         name = f"{topic}-{partition}"
-        if (topic, partition) in ongoing:
+        status = partition_status((topic, partition), target, ongoing, current)
+        if status == "in_progress":
             print(f"Reassignment of partition {name} is still in progress.")
-        elif current.get((topic, partition)) == target:
+        elif status == "completed":
             print(f"Reassignment of partition {name} is completed.")
         else:
             replicas = ",".join(str(r) for r in current.get((topic, partition), []))
@@ -648,6 +749,95 @@ def _print_status(
                 f"There is no active reassignment of partition {name}, but replica set is "
                 f"{replicas} rather than {wanted}."
             )
+
+
+def copy_progress(
+    adding: Mapping[tuple[str, int], Sequence[int]],
+    leaders: Mapping[tuple[str, int], int],
+    sizes: Mapping[int, Mapping[tuple[str, int], int]],
+    finished: set[tuple[str, int]],
+) -> tuple[int, int] | None:
+    """(bytes copied, bytes to copy) over the new replicas of the partitions being moved.
+
+    `adding`: each moving partition's new replicas, as first seen; `sizes`: per broker,
+    DescribeLogDirs' partition sizes. A new replica's target is its leader's size, its
+    progress its own size (capped); a finished partition counts as fully copied. None when
+    the sizes are not known (no leader size reported)."""
+    copied = total = 0
+    for key, brokers in adding.items():
+        leader_size = sizes.get(leaders.get(key, -1), {}).get(key)
+        if leader_size is None:
+            return None
+        for broker in brokers:
+            total += leader_size
+            if key in finished:
+                copied += leader_size
+            else:
+                copied += min(sizes.get(broker, {}).get(key, 0), leader_size)
+    return copied, total
+
+
+async def _partition_sizes(
+    addresses: Mapping[int, str], brokers: set[int]
+) -> dict[int, dict[tuple[str, int], int]]:
+    """DescribeLogDirs on each broker: partition sizes (summed over its log dirs)."""
+    sizes: dict[int, dict[tuple[str, int], int]] = {}
+    for broker in sorted(brokers):
+        if broker not in addresses:
+            continue
+        try:
+            connection = await _connect(addresses[broker])
+        except CommandError:
+            continue  # a broker that is down: its sizes are unknown this round
+        try:
+            response = await _call(connection, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, 4)
+        except CommandError:
+            continue
+        finally:
+            await connection.close()
+        found: dict[tuple[str, int], int] = {}
+        for result in response.results:
+            for topic in result.topics:
+                for p in topic.partitions:
+                    key = (str(topic.name), int(p.partition_index))
+                    found[key] = found.get(key, 0) + int(p.partition_size)
+        sizes[broker] = found
+    return sizes
+
+
+async def _wait_until_done(
+    connection: KafkaConnection, plan: dict[tuple[str, int], list[int]], progress: Progress
+) -> None:
+    """Poll until none of the plan's partitions is being reassigned; the progress line
+    counts partitions done and, when the brokers report sizes, bytes copied."""
+    adding: dict[tuple[str, int], list[int]] = {}
+    while True:
+        ongoing = await _ongoing(connection)
+        moving = [key for key in plan if key in ongoing]
+        for key in moving:
+            adding.setdefault(key, [int(r) for r in ongoing[key].adding_replicas])
+        if progress.enabled:
+            metadata = await _metadata(connection)
+            leaders = {
+                (str(t.name), int(p.partition_index)): int(p.leader_id)
+                for t in metadata.topics
+                for p in t.partitions
+            }
+            involved = {b for key in adding for b in (leaders.get(key, -1), *adding[key])}
+            sizes = await _partition_sizes(_broker_addresses(metadata), involved)
+            finished = {key for key in adding if key not in ongoing}
+            copied = copy_progress(adding, leaders, sizes, finished)
+            progress.update(
+                reassignment_progress(
+                    len(plan) - len(moving),
+                    len(plan),
+                    *(copied if copied is not None else (None, None)),
+                )
+            )
+        if not moving:
+            break
+        await trio.sleep(WAIT_POLL_S)
+    progress.finish()
 
 
 @reassign_app.command("cancel")
@@ -674,7 +864,9 @@ def cancel(
 
 
 @reassign_app.command("list")
-def list_reassignments(bootstrap_server: Bootstrap = "localhost:9092") -> None:
+def list_reassignments(
+    bootstrap_server: Bootstrap = "localhost:9092", as_json: JsonFlag = False
+) -> None:
     """List the partitions being reassigned."""
 
     async def command() -> None:
@@ -683,6 +875,20 @@ def list_reassignments(bootstrap_server: Bootstrap = "localhost:9092") -> None:
             ongoing = await _ongoing(connection)
         finally:
             await connection.close()
+        if as_json:
+            emit_json(
+                [
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "replicas": [int(r) for r in p.replicas],
+                        "adding_replicas": [int(r) for r in p.adding_replicas],
+                        "removing_replicas": [int(r) for r in p.removing_replicas],
+                    }
+                    for (topic, partition), p in sorted(ongoing.items())
+                ]
+            )
+            return
         if not ongoing:
             print("No partition reassignments found.")
             return

@@ -43,7 +43,6 @@ broker-level `min.insync.replicas` for a topic described from the tree (its own 
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -62,6 +61,7 @@ from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection, UnsupportedByBroker
 from trafka.net.kio_shape import build
 from trafka.node.topics import topic_id_text
+from trafka.tools.output import JsonFlag, emit_json
 
 topics_app = typer.Typer(
     name="topics",
@@ -71,7 +71,6 @@ topics_app = typer.Typer(
 )
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", help="host:port of any broker")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 DYNAMIC_TOPIC_CONFIG = 1
 TOPIC_RESOURCE = 2
@@ -209,7 +208,7 @@ def create(
         if code != 0:
             raise TopicCommandError(_error(result.error_code, result.error_message))
         if as_json:
-            print(json.dumps({"topic": topic, "created": not validate_only}))
+            emit_json({"topic": topic, "created": not validate_only})
         elif not validate_only:
             print(f"Created topic {topic}.")
 
@@ -227,7 +226,10 @@ def list_topics(bootstrap_server: Bootstrap = "localhost:9092", as_json: JsonFla
         finally:
             await connection.close()
         names = sorted(str(t.name) for t in response.topics if int(t.error_code) == 0)
-        print(json.dumps(names) if as_json else "\n".join(names))
+        if as_json:
+            emit_json(names)
+        else:
+            print("\n".join(names))
 
     _run(command)
 
@@ -626,7 +628,7 @@ def describe(
                 )
             lines.extend(partition_line(view.name, p, view.marked_for_deletion) for p in chosen)
         if as_json:
-            print(json.dumps(documents, indent=2))
+            emit_json(documents)
         elif lines:
             print("\n".join(lines))
 
@@ -665,7 +667,7 @@ def delete(
                 _error(result.error_code, getattr(result, "error_message", None))
             )
         if as_json:
-            print(json.dumps({"topic": topic, "deleted": True}))
+            emit_json({"topic": topic, "deleted": True})
 
     _run(command)
 
@@ -708,6 +710,6 @@ def alter(
         if int(result.error_code) != 0:
             raise TopicCommandError(_error(result.error_code, result.error_message))
         if as_json:
-            print(json.dumps({"topic": topic, "partitions": partitions}))
+            emit_json({"topic": topic, "partitions": partitions})
 
     _run(command)

@@ -26,8 +26,11 @@ transactions of the partitions' producer states that started more than
 and reports those whose producer id the coordinators do not list with that partition in an
 open transaction.
 
-Not implemented: `--broker-id` on describe-producers (the leader is always asked), the
-command-config file (no SSL/SASL in trafka).
+`--json` prints the rows as a list of objects keyed by the columns in snake_case
+(`trafka.tools.output`; describe's `topic_partitions` a list). `--command-config FILE`
+(ktool's global option) secures the connections.
+
+Not implemented: `--broker-id` on describe-producers (the leader is always asked).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import typer
 
 from trafka.net.api_keys import ApiKey
 from trafka.tools.groups_cmd import GroupsError, _Admin, _error_name, _run, format_table
+from trafka.tools.output import JsonFlag, emit_json, table_document
 
 transactions_app = typer.Typer(
     help="List, describe and abort transactions (kafka-transactions.sh).", no_args_is_help=True
@@ -113,18 +117,32 @@ async def _listings(admin: _Admin) -> list[tuple[str, int, int, str]]:
 
 
 @transactions_app.command("list")
-def list_transactions(bootstrap_server: BootstrapOption = "localhost:9092") -> None:
+def list_transactions(
+    bootstrap_server: BootstrapOption = "localhost:9092", as_json: JsonFlag = False
+) -> None:
     """Every transactional id of the cluster (ListTransactions to each broker)."""
     rows = _run(_listings, bootstrap_server)
-    typer.echo(
-        format_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
+    _print_table(
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows, as_json
     )
+
+
+def _print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], as_json: bool
+) -> list[dict[str, object]]:
+    document = table_document(headers, rows)
+    if as_json:
+        emit_json(document)
+    else:
+        typer.echo(format_table(headers, rows))
+    return document
 
 
 @transactions_app.command("describe")
 def describe(
     transactional_id: Annotated[str, typer.Option("--transactional-id", help="The id.")],
     bootstrap_server: BootstrapOption = "localhost:9092",
+    as_json: JsonFlag = False,
 ) -> None:
     """The coordinator's view of one transactional id (DescribeTransactions)."""
 
@@ -179,7 +197,12 @@ def describe(
         "TransactionDurationMs",
         "TopicPartitions",
     ]
-    typer.echo(format_table(headers, [row]))
+    if as_json:
+        document = table_document(headers, [row])[0]
+        document["topic_partitions"] = [p for p in str(row[-1]).split(",") if p]
+        emit_json(document)
+    else:
+        typer.echo(format_table(headers, [row]))
 
 
 @transactions_app.command("describe-producers")
@@ -187,6 +210,7 @@ def describe_producers(
     topic: TopicOption,
     partition: PartitionOption,
     bootstrap_server: BootstrapOption = "localhost:9092",
+    as_json: JsonFlag = False,
 ) -> None:
     """The active producers of a partition (DescribeProducers to its leader)."""
 
@@ -213,7 +237,7 @@ def describe_producers(
         ]
         for r in rows
     ]
-    typer.echo(format_table(headers, table))
+    _print_table(headers, table, as_json)
 
 
 @transactions_app.command("abort")
@@ -291,6 +315,7 @@ def find_hanging(
         int, typer.Option("--max-transaction-timeout", help="Minutes (default 15).")
     ] = 15,
     bootstrap_server: BootstrapOption = "localhost:9092",
+    as_json: JsonFlag = False,
 ) -> None:
     """Open transactions older than the timeout that no coordinator knows of."""
 
@@ -341,4 +366,4 @@ def find_hanging(
         "LastTimestamp",
         "Duration(min)",
     ]
-    typer.echo(format_table(headers, rows))
+    _print_table(headers, rows, as_json)
