@@ -59,9 +59,10 @@ a lowered `group.max.size` at rebalance.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -84,6 +85,7 @@ from trafka.group.consumer_protocol import (
     subscribed_topics,
 )
 from trafka.group.consumer_records import ConsumerGroupRecord
+from trafka.group.group_configs import GroupConfigOverrides
 from trafka.group.messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,
@@ -328,7 +330,31 @@ class GroupCoordinator:
         )
         self._rng = rng
         self._groups: dict[str, _Group] = {}
+        self._group_configs: dict[str, GroupConfigOverrides] = {}
         self._next_retention_check_ms = now_ms + config.offsets_retention_check_interval_ms
+
+    # --- per-group dynamic configs (KIP-848, `group_configs.py`) --------------------------
+
+    def set_group_config(self, group_id: str, overrides: GroupConfigOverrides | None) -> None:
+        """A group's `consumer.*` overrides changed (None or empty: back to the broker's).
+        Running members get them on their next heartbeat."""
+        if overrides is None or overrides.is_empty():
+            self._group_configs.pop(group_id, None)
+        else:
+            self._group_configs[group_id] = overrides
+
+    def consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
+        """The KIP-848 settings of one group: the broker's, with the group's overrides."""
+        overrides = self._group_configs.get(group_id)
+        if overrides is None:
+            return self._consumer_settings
+        return dataclasses.replace(
+            self._consumer_settings,
+            session_timeout_ms=overrides.consumer_session_timeout_ms
+            or self._consumer_settings.session_timeout_ms,
+            heartbeat_interval_ms=overrides.consumer_heartbeat_interval_ms
+            or self._consumer_settings.heartbeat_interval_ms,
+        )
 
     # --- loading (failover, GRP-05) ------------------------------------------------------
 
@@ -339,13 +365,17 @@ class GroupCoordinator:
         rng: random.Random,
         records: Iterable[OffsetsTopicRecord],
         now_ms: int,
+        group_configs: Mapping[str, GroupConfigOverrides] | None = None,
     ) -> GroupCoordinator:
         """Rebuild the state of a partition from its records, in log order (last one wins).
 
         Groups with members come back Stable (Kafka's `loadGroup`), with every session
-        restarting at `now_ms`; groups without members come back Empty.
+        restarting at `now_ms`; groups without members come back Empty. `group_configs`:
+        the per-group dynamic configs known now (`set_group_config` keeps them current).
         """
         coordinator = cls(config, rng, now_ms)
+        for group_id, overrides in (group_configs or {}).items():
+            coordinator.set_group_config(group_id, overrides)
         metadata: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         consumer_records: dict[str, list[ConsumerGroupRecord]] = {}
@@ -376,7 +406,7 @@ class GroupCoordinator:
             coordinator._groups[group_id] = group
         for group_id, group_records in consumer_records.items():
             consumer = load_consumer_group(
-                group_id, group_records, now_ms, coordinator._consumer_settings
+                group_id, group_records, now_ms, coordinator.consumer_settings(group_id)
             )
             if consumer is None:
                 continue
@@ -948,7 +978,7 @@ class GroupCoordinator:
     ) -> tuple[ConsumerHeartbeatResult, Effects]:
         """One ConsumerGroupHeartbeat; `image`: the cluster's topics now (name -> metadata)."""
         effects = _EffectsBuilder()
-        settings = self._consumer_settings
+        settings = self.consumer_settings(request.group_id)
         invalid = validate_heartbeat(request, settings)
         if invalid is not None:
             return invalid, effects.build()
@@ -1003,7 +1033,7 @@ class GroupCoordinator:
             return ConsumerGroupDescription(
                 group_id, ErrorCode.group_id_not_found, f"Group {group_id} {reason}."
             )
-        return describe(group.consumer, image, self._consumer_settings)
+        return describe(group.consumer, image, self.consumer_settings(group_id))
 
     # --- OffsetCommit / OffsetFetch / OffsetDelete ---------------------------------------
 
