@@ -48,7 +48,11 @@ Request rules (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`):
   and back-references are accepted, RE2 refuses them; RE2's `\\pN`-style classes differ), and
   no linear-time guarantee, which is why a regex is bounded to `MAX_REGEX_LENGTH` characters.
 
-Not implemented: rack-aware assignment, classic members inside a consumer group (online
+Racks: a member's `rack_id` and the partitions' replica racks (in the topics image) go to the
+assignors (`assignors.py`, KIP-881's rule); a member's rack change moves the group epoch like
+any metadata change of the member, and a change of a subscribed partition's racks too.
+
+Not implemented: classic members inside a consumer group (online
 migration, KIP-848 `group.consumer.migration.policy`), client-side assignors,
 ConsumerGroupHeartbeat v0's `subscribed_topic_regex` (v1 only, as Kafka).
 """
@@ -567,12 +571,14 @@ class ConsumerGroup:
                     ids[name] for name in self.member_topic_names(member, image) if name in ids
                 ),
                 current=self.target.get(member.member_id, frozenset()),
+                rack=member.rack_id,
             )
             for member in self.members.values()
         }
         counts = {entry.topic_id: entry.partitions for entry in self.subscribed_metadata.values()}
+        racks = {entry.topic_id: entry.racks for entry in self.subscribed_metadata.values()}
         assignor = ASSIGNORS.get(self.preferred_assignor(settings), ASSIGNORS["uniform"])
-        new_target = assignor(assignor_members, counts)
+        new_target = assignor(assignor_members, counts, racks)
         for member_id, partitions in sorted(new_target.items()):
             if self.target.get(member_id) != partitions:
                 records.append(

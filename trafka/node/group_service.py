@@ -61,7 +61,7 @@ from trafka.group.consumer_group import (
     ConsumerHeartbeatResult,
     TopicsImage,
 )
-from trafka.group.consumer_records import TopicMetadataEntry
+from trafka.group.consumer_records import TopicMetadataEntry, normalized_racks
 from trafka.group.coordinator import Effects, GroupCoordinator, Reply
 from trafka.group.group_configs import GroupConfigOverrides
 from trafka.group.hashing import partition_for
@@ -109,7 +109,8 @@ T = TypeVar("T")
 
 LEADERSHIP_CHECK_INTERVAL_S = 1.0
 LOAD_READ_BYTES = 1 << 20
-PARKED_GRACE_MS = 30_000  # beyond the rebalance timeout, a parked call gives up
+PARKED_GRACE_MS = 30_000
+RACKS_CHECK_INTERVAL_MS = 1_000  # beyond the rebalance timeout, a parked call gives up
 
 # Kafka's GroupMetadataManager mapping of append errors to coordinator errors.
 _APPEND_ERRORS: dict[int, ErrorCode] = {
@@ -171,6 +172,8 @@ class GroupService:
         self._create_lock = trio.Lock()
         self._image: TopicsImage | None = None
         self._group_configs: dict[str, GroupConfigOverrides] = {}
+        self._broker_racks: dict[int, str] = {}
+        self._racks_checked_ms = -RACKS_CHECK_INTERVAL_MS
         topics.listeners.append(self._topics_changed)
 
     def apply_group_config(self, group_id: str, properties: Mapping[str, str]) -> None:
@@ -205,11 +208,32 @@ class GroupService:
         self._image = None
 
     def topics_image(self) -> TopicsImage:
-        """Name -> (topic id, partition count) of every topic: what KIP-848 groups subscribe
-        to, rebuilt after a topic is created, changed or deleted."""
+        """Name -> (topic id, partition count, replica racks) of every topic: what KIP-848
+        groups subscribe to, rebuilt after a topic is created, changed or deleted, or a
+        broker's rack becomes known or changes (looked at once a second at most). A broker
+        that goes away keeps its last known rack, so a broker failure does not move the
+        groups' epochs."""
+        now_ms = self._clock.now_ms()
+        if now_ms >= self._racks_checked_ms + RACKS_CHECK_INTERVAL_MS:
+            self._racks_checked_ms = now_ms
+            racks = {**self._broker_racks}
+            racks.update((b, r) for b, r in self._metadata.racks().items() if r is not None)
+            if racks != self._broker_racks:
+                self._broker_racks = racks
+                self._image = None
         if self._image is None:
             self._image = {
-                name: TopicMetadataEntry(state.topic_id, name, len(state.partitions))
+                name: TopicMetadataEntry(
+                    state.topic_id,
+                    name,
+                    len(state.partitions),
+                    normalized_racks(
+                        (self._broker_racks[b] for b in p.replicas if b in self._broker_racks)
+                        for _, p in sorted(state.partitions.items())
+                    )
+                    if self._broker_racks
+                    else (),
+                )
                 for name, state in self._topics.topics.items()
             }
         return self._image
