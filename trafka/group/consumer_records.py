@@ -14,7 +14,9 @@ length + 1, 0 = null), 16-byte uuids, and an empty tagged-field section after ev
               value: instance_id string?, rack_id string?, client_id string,
               client_host string, subscribed_topic_names [string],
               subscribed_topic_regex string?, rebalance_timeout_ms int32,
-              server_assignor string?  (tagged classic_member_metadata: never written)
+              server_assignor string?, tag 0: classic_member_metadata? [session_timeout_ms
+              int32, supported_protocols [name string, metadata bytes]] (a classic member
+              of a consumer group, KIP-848 online migration)
     key 6 ConsumerGroupTargetAssignmentMetadata  key: group  value: assignment_epoch int32
     key 7 ConsumerGroupTargetAssignmentMember    key: group, member
               value: topic_partitions [topic_id uuid, partitions [int32]]
@@ -77,6 +79,14 @@ class TopicMetadataEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription) in preference order
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -86,6 +96,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +296,22 @@ def encode_consumer_value(record: ConsumerGroupRecord) -> bytes | None:
         writer.compact_string(member.subscribed_topic_regex)
         writer.int32(member.rebalance_timeout_ms)
         writer.compact_string(member.server_assignor)
+        if member.classic is not None:
+            tagged = _Writer()
+            tagged.int32(member.classic.session_timeout_ms)
+            tagged.array_length(len(member.classic.protocols))
+            for name, metadata in member.classic.protocols:
+                tagged.compact_string(name)
+                tagged.uvarint(len(metadata) + 1)
+                tagged.raw(metadata)
+                tagged.no_tags()
+            tagged.no_tags()
+            field = tagged.getvalue()
+            writer.uvarint(1)  # one tagged field: tag 0
+            writer.uvarint(0)
+            writer.uvarint(len(field))
+            writer.raw(field)
+            return writer.getvalue()
     elif isinstance(record, ConsumerGroupTargetAssignmentMemberRecord):
         if record.partitions is None:
             return None
@@ -408,9 +435,33 @@ def decode_consumer_record(key: bytes, value: bytes | None) -> ConsumerGroupReco
     if body.int16() != 0:
         raise CorruptConsumerRecordError("unknown consumer group value version")
     record = _decode_value(key_version, group_id, member_id, body)
-    body.tags()
+    if key_version != CONSUMER_GROUP_MEMBER_METADATA:
+        body.tags()
     body.expect_end()
     return record
+
+
+def _classic_member_tag(body: _Reader) -> ClassicMemberMetadata | None:
+    """The value's tagged fields (read here, so the caller finds none left): tag 0 is the
+    classic member metadata; other tags are skipped."""
+    classic = None
+    for _ in range(body.uvarint()):
+        tag = body.uvarint()
+        field = _Reader(body.take(body.uvarint()))
+        if tag != 0:
+            continue
+        session_timeout_ms = field.int32()
+        protocols = []
+        for _ in range(field.array_length()):
+            name = field.string()
+            size = field.uvarint() - 1
+            if size < 0:
+                raise CorruptConsumerRecordError("null protocol metadata")
+            protocols.append((name, field.take(size)))
+            field.tags()
+        field.tags()
+        classic = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+    return classic
 
 
 def _tombstone(key_version: int, group_id: str, member_id: str) -> ConsumerGroupRecord:
@@ -471,6 +522,7 @@ def _decode_value(
             regex,
             rebalance_timeout_ms,
             assignor,
+            _classic_member_tag(body),
         )
         return ConsumerGroupMemberMetadataRecord(group_id, member_id, value)
     if key_version == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:

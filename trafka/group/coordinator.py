@@ -69,13 +69,16 @@ from kio.schema.errors import ErrorCode
 
 from trafka.group.config import GroupConfig
 from trafka.group.consumer_group import (
+    ClassicMemberState,
     ConsumerGroup,
     ConsumerGroupDescription,
     ConsumerGroupSettings,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     TopicsImage,
+    consumer_group_from_classic,
     describe,
+    group_by_topic,
     load_consumer_group,
     validate_heartbeat,
 )
@@ -331,6 +334,9 @@ class GroupCoordinator:
         self._rng = rng
         self._groups: dict[str, _Group] = {}
         self._group_configs: dict[str, GroupConfigOverrides] = {}
+        self._image: TopicsImage = {}
+        """The topics image of the last ConsumerGroupHeartbeat: what a classic member's
+        JoinGroup to a consumer group resolves its subscription against."""
         self._next_retention_check_ms = now_ms + config.offsets_retention_check_interval_ms
 
     # --- per-group dynamic configs (KIP-848, `group_configs.py`) --------------------------
@@ -450,8 +456,18 @@ class GroupCoordinator:
 
     # --- JoinGroup -----------------------------------------------------------------------
 
-    def join_group(self, request_id: RequestId, request: JoinGroupRequest, now_ms: int) -> Effects:
+    def join_group(
+        self,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        now_ms: int,
+        image: TopicsImage | None = None,
+    ) -> Effects:
+        """`image`: the cluster's topics now, for a classic member joining a consumer group
+        (None: the image of the last ConsumerGroupHeartbeat)."""
         effects = _EffectsBuilder()
+        if image is not None:
+            self._image = image
         error = self._validate_join(request)
         if error is not None:
             effects.reply(request_id, JoinGroupResult(error, member_id=request.member_id))
@@ -471,13 +487,18 @@ class GroupCoordinator:
             self._groups[request.group_id] = group
         if group.consumer is not None:
             if group.consumer.members:
-                # Online migration (`group.consumer.migration.policy`) is not implemented.
-                effects.reply(
-                    request_id,
-                    JoinGroupResult(
-                        ErrorCode.inconsistent_group_protocol, member_id=request.member_id
-                    ),
+                # A classic member of a non-empty consumer group (online migration).
+                records: list[ConsumerGroupRecord] = []
+                result = group.consumer.classic_join(
+                    request,
+                    self._image,
+                    self.consumer_settings(group.group_id),
+                    self._new_uuid(),
+                    now_ms,
+                    records,
                 )
+                effects.records.extend(records)
+                effects.reply(request_id, result)
                 return effects.build()
             effects.records.extend(group.consumer.tombstones())  # offline migration
             group.consumer = None
@@ -832,6 +853,10 @@ class GroupCoordinator:
     def sync_group(self, request_id: RequestId, request: SyncGroupRequest, now_ms: int) -> Effects:
         effects = _EffectsBuilder()
         group = self._groups.get(request.group_id)
+        if group is not None and group.consumer is not None:
+            settings = self.consumer_settings(group.group_id)
+            effects.reply(request_id, group.consumer.classic_sync(request, settings, now_ms))
+            return effects.build()
         error = self._check_member(group, request.member_id, request.group_instance_id)
         if error is None and group is not None:
             if request.generation_id != group.generation_id:
@@ -894,6 +919,10 @@ class GroupCoordinator:
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> ErrorCode:
         group = self._groups.get(request.group_id)
+        if group is not None and group.consumer is not None:
+            return group.consumer.classic_heartbeat(
+                request.member_id, request.group_instance_id, request.generation_id, now_ms
+            )
         error = self._check_member(group, request.member_id, request.group_instance_id)
         if error is not None or group is None:
             return error or ErrorCode.unknown_member_id
@@ -917,6 +946,18 @@ class GroupCoordinator:
                 for m in leaving
             )
             return LeaveGroupResult(ErrorCode.none, members), effects.build()
+        if group.consumer is not None:
+            records: list[ConsumerGroupRecord] = []
+            left = tuple(
+                LeftMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    group.consumer.classic_leave(m.member_id, m.group_instance_id, now_ms, records),
+                )
+                for m in leaving
+            )
+            effects.records.extend(records)
+            return LeaveGroupResult(ErrorCode.none, left), effects.build()
         results = []
         for each in leaving:
             error = self._leave_one(group, each, now_ms, effects)
@@ -993,9 +1034,13 @@ class GroupCoordinator:
                 return error, effects.build()
             group = _Group(request.group_id, GroupState.EMPTY, now_ms)
             self._groups[request.group_id] = group
+        if (
+            group.consumer is None
+            and (group.members or group.pending_members or group.state is not GroupState.EMPTY)
+            and (request.member_epoch != 0 or not self._upgrade(group, image, now_ms, effects))
+        ):
+            return _not_found(request.group_id, "is not a consumer group"), effects.build()
         if group.consumer is None:
-            if group.members or group.pending_members or group.state is not GroupState.EMPTY:
-                return _not_found(request.group_id, "is not a consumer group"), effects.build()
             if request.member_epoch != 0:
                 return _not_found(request.group_id, "does not exist"), effects.build()
             if group.protocol_type is not None:
@@ -1006,16 +1051,20 @@ class GroupCoordinator:
             group.protocol_name = None
             group.generation_id = 0
             group.leader_id = None
+        self._image = image
         records: list[ConsumerGroupRecord] = []
+        leaving = group.consumer.members.get(request.member_id)
+        epoch_before = group.consumer.epoch
         result = group.consumer.heartbeat(
-            request,
-            image,
-            settings,
-            str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
-            now_ms,
-            records,
+            request, image, settings, self._new_uuid(), now_ms, records
         )
         effects.records.extend(records)
+        if (
+            leaving is not None
+            and leaving.classic is None
+            and request.member_id not in group.consumer.members
+        ) and self._maybe_downgrade(group, epoch_before, now_ms, effects):
+            return result, effects.build()
         if not group.consumer.members and group.consumer.epoch == 0:
             # a join that failed validation deeper in leaves nothing behind
             group.consumer = None
@@ -1023,6 +1072,122 @@ class GroupCoordinator:
             if not group.offsets:
                 del self._groups[group.group_id]
         return result, effects.build()
+
+    def _new_uuid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    # --- online migration between the protocols (KIP-848) ---------------------------------
+
+    def _upgrade(
+        self, group: _Group, image: TopicsImage, now_ms: int, effects: _EffectsBuilder
+    ) -> bool:
+        """A ConsumerGroupHeartbeat joins a non-empty classic group: convert it into a
+        consumer group whose classic members keep their partitions (Kafka's
+        `validateOnlineUpgrade` + `convertToConsumerGroup`). False (the caller answers
+        GROUP_ID_NOT_FOUND) when `group.consumer.migration.policy` forbids it, the group does
+        not use the consumer protocol, a subscription does not parse, or it is too large."""
+        if self._config.consumer_migration_policy not in ("bidirectional", "upgrade"):
+            return False
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        settings = self.consumer_settings(group.group_id)
+        if len(group.members) > settings.max_size:
+            return False
+        consumer = consumer_group_from_classic(
+            group.group_id,
+            group.generation_id,
+            [
+                ClassicMemberState(
+                    member_id=m.member_id,
+                    instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    protocols=tuple((p.name, p.metadata) for p in m.protocols),
+                    selected_protocol=group.protocol_name or "",
+                    assignment=m.assignment,
+                )
+                for m in group.members.values()
+            ],
+            image,
+            now_ms,
+        )
+        if consumer is None:
+            return False
+        for member in group.members.values():
+            if member.parked_join is not None:
+                effects.reply(
+                    member.parked_join.request_id,
+                    JoinGroupResult(ErrorCode.rebalance_in_progress, member_id=member.member_id),
+                )
+            if member.parked_sync is not None:
+                effects.reply(member.parked_sync, SyncGroupResult(ErrorCode.rebalance_in_progress))
+        effects.records.append(GroupMetadataRecord(group.group_id, None))
+        effects.records.extend(consumer.creation_records())
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.join_deadline_ms = group.sync_deadline_ms = None
+        group.initial_delay_remaining_ms = None
+        group.state = GroupState.EMPTY  # a consumer group's classic state is unused
+        group.generation_id = 0
+        group.leader_id = None
+        group.protocol_name = None
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.consumer = consumer
+        return True
+
+    def _maybe_downgrade(
+        self, group: _Group, generation_id: int, now_ms: int, effects: _EffectsBuilder
+    ) -> bool:
+        """The last consumer-protocol member left (or was fenced) and classic members remain:
+        convert back to a classic group that rebalances at once (Kafka's
+        `validateOnlineDowngradeWithFencedMember` + `convertToClassicGroup`), if
+        `group.consumer.migration.policy` allows it and the group fits `group.max.size`.
+        `generation_id`: the group epoch before the member left (Kafka converts before
+        removing it), so the classic members' generation is still current."""
+        consumer = group.consumer
+        if consumer is None or not consumer.members or not consumer.all_classic_except(""):
+            return False
+        if self._config.consumer_migration_policy not in ("bidirectional", "downgrade"):
+            return False
+        if len(consumer.members) > self._config.group_max_size:
+            return False
+        names = consumer.topic_names_by_id()
+        effects.records.extend(consumer.tombstones())
+        group.consumer = None
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.generation_id = generation_id
+        for cm in consumer.members.values():
+            assert cm.classic is not None
+            by_topic: dict[str, list[int]] = {}
+            for topic_id, partitions in group_by_topic(cm.assigned):
+                if topic_id in names:
+                    by_topic[names[topic_id]] = list(partitions)
+            member = _Member(
+                member_id=cm.member_id,
+                group_instance_id=cm.instance_id,
+                client_id=cm.client_id,
+                client_host=cm.client_host,
+                rebalance_timeout_ms=cm.rebalance_timeout_ms,
+                session_timeout_ms=cm.classic.session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=tuple(Protocol(name, data) for name, data in cm.classic.protocols),
+                assignment=encode_assignment(by_topic),
+                last_heartbeat_ms=now_ms,
+            )
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.protocol_name = group.select_protocol()
+        group.leader_id = next(iter(group.members))
+        group.state = GroupState.STABLE  # converted, not a transition of the classic machine
+        group.state_timestamp_ms = now_ms
+        effects.records.append(group.metadata_record())
+        self._prepare_rebalance(group, now_ms, effects)
+        return True
 
     def consumer_group_describe(
         self, group_id: str, image: TopicsImage
@@ -1449,8 +1614,12 @@ class GroupCoordinator:
     def _tick_group(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
         if group.consumer is not None:
             records: list[ConsumerGroupRecord] = []
-            group.consumer.tick(now_ms, records)
+            protocols = {m.member_id: m.classic for m in group.consumer.members.values()}
+            epoch_before = group.consumer.epoch
+            fenced = group.consumer.tick(now_ms, records)
             effects.records.extend(records)
+            if any(protocols[m] is None for m in fenced):
+                self._maybe_downgrade(group, epoch_before, now_ms, effects)
             return
         for member_id, pending_expiry_ms in list(group.pending_members.items()):
             if now_ms >= pending_expiry_ms:

@@ -498,7 +498,9 @@ class GroupService:
         outcome = await self._parked_call(
             request.group_id,
             wait_ms,
-            lambda coordinator, request_id, now: coordinator.join_group(request_id, request, now),
+            lambda coordinator, request_id, now: coordinator.join_group(
+                request_id, request, now, self.topics_image()
+            ),
         )
         if isinstance(outcome, ErrorCode):
             return JoinGroupResult(outcome, member_id=request.member_id)
