@@ -10,6 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from trafka.group.config import GroupConfig
+from trafka.group.consumer_group import flatten
 from trafka.group.consumer_protocol import (
     assigned_partitions,
     encode_assignment,
@@ -311,7 +312,8 @@ def test_classic_member_errors() -> None:
     ghost = Classic(cluster, "ghost")
     ghost.member_id = "nobody"
     assert ghost.heartbeat() is ErrorCode.unknown_member_id
-    assert ghost.join().error is ErrorCode.unknown_member_id
+    assert ghost.join().error is ErrorCode.none  # an unknown id joins as new (Kafka's)
+    assert ghost.leave() is ErrorCode.none
     # a consumer-protocol member id is not a classic member
     consumer = Classic(cluster, "c")
     consumer.member_id, consumer.generation = c_id, a.generation - 5
@@ -340,3 +342,24 @@ def test_classic_member_metadata_record_round_trip() -> None:
     assert (
         decode_consumer_record(encode_consumer_key(record), encode_consumer_value(record)) == record
     )
+
+
+@pytest.mark.parametrize("policy", ["bidirectional", "disabled"])
+def test_a_classic_member_joins_a_consumer_group_whatever_the_policy(policy: str) -> None:
+    """As Kafka: a classic JoinGroup to a non-empty consumer group is served by the consumer
+    group (KIP-394's MEMBER_ID_REQUIRED first), independently of the migration policy."""
+    cluster = Cluster(config=config(policy))
+    c_id = str(uuid.uuid4())
+    joined = cluster.heartbeat(c_id, 0)
+    d = Classic(cluster, "d")
+    assert d.join().error is ErrorCode.none
+    assert d.sync().error is ErrorCode.none
+    assert d.owned == {}  # c must release its partitions first
+    assert d.heartbeat() is ErrorCode.none
+    step = cluster.heartbeat(c_id, joined.member_epoch, owned=flatten(joined.assignment or ()))
+    cluster.heartbeat(c_id, step.member_epoch, owned=flatten(step.assignment or ()))
+    assert d.heartbeat() is ErrorCode.rebalance_in_progress  # released: rejoin to get them
+    d.rebalance()
+    assert len(d.owned["t"]) == 3
+    held = owners(cluster)
+    assert sorted(held["c"] + held["d"]) == list(range(6))

@@ -639,7 +639,9 @@ class ConsumerGroup:
         `classicGroupJoinToConsumerGroup`): the member joins or rejoins at once, with its
         subscription, owned partitions and rack read from its first protocol's metadata; the
         answer's generation is its member epoch and it is never the leader (the coordinator
-        assigns: SyncGroup hands it its partitions)."""
+        assigns: SyncGroup hands it its partitions). As Kafka, a member id the group does
+        not know joins as a new member (the id of a KIP-394 MEMBER_ID_REQUIRED answer is
+        not remembered)."""
         member_id = request.member_id or new_member_id
         failed = JoinGroupResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
         if request.protocol_type != CLASSIC_PROTOCOL_TYPE or not request.protocols:
@@ -653,11 +655,9 @@ class ConsumerGroup:
         is_new = member is None and known is None
         if is_new and len(self.members) >= settings.max_size:
             return JoinGroupResult(ErrorCode.group_max_size_reached, member_id=request.member_id)
-        if request.member_id == UNKNOWN_MEMBER_ID:
-            if instance_id is None and request.api_version >= 4:
+        if request.member_id == UNKNOWN_MEMBER_ID and instance_id is None:
+            if request.api_version >= 4:  # KIP-394: the member rejoins with this id
                 return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
-        elif member is None and known is None:
-            return JoinGroupResult(ErrorCode.unknown_member_id, member_id=request.member_id)
         if known is not None and known != member_id:
             if request.member_id != UNKNOWN_MEMBER_ID:
                 return JoinGroupResult(ErrorCode.fenced_instance_id, member_id=request.member_id)
