@@ -211,6 +211,12 @@ def test_members_move_to_the_consumer_protocol_one_by_one_and_keep_the_offsets()
     assert cluster.coordinator.list_groups()[0].group_type == "consumer"
     # the classic members kept their partitions: c waits for what they must release
     assert owners(cluster) == {"a": [0, 1, 2], "b": [3, 4, 5], "c": []}
+    described = cluster.coordinator.consumer_group_describe("g", cluster.topics)
+    assert {m.client_id: m.classic for m in described.members} == {
+        "a": True,
+        "b": True,
+        "c": False,
+    }
     assert joined.member_epoch == generation + 1
     # the classic members learn about the rebalance through their heartbeats
     assert a.heartbeat() is ErrorCode.rebalance_in_progress

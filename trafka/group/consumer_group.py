@@ -655,9 +655,12 @@ class ConsumerGroup:
         is_new = member is None and known is None
         if is_new and len(self.members) >= settings.max_size:
             return JoinGroupResult(ErrorCode.group_max_size_reached, member_id=request.member_id)
-        if request.member_id == UNKNOWN_MEMBER_ID and instance_id is None:
-            if request.api_version >= 4:  # KIP-394: the member rejoins with this id
-                return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
+        if (
+            request.member_id == UNKNOWN_MEMBER_ID
+            and instance_id is None
+            and request.api_version >= 4  # KIP-394: the member rejoins with this id
+        ):
+            return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
         if known is not None and known != member_id:
             if request.member_id != UNKNOWN_MEMBER_ID:
                 return JoinGroupResult(ErrorCode.fenced_instance_id, member_id=request.member_id)
@@ -1055,6 +1058,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: NamedPartitions
     target_assignment: NamedPartitions
+    classic: bool = False  # a classic-protocol member (online migration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1093,6 +1097,7 @@ def describe(
             subscribed_topic_regex=member.subscribed_topic_regex,
             assignment=named(member.assigned),
             target_assignment=named(group.target.get(member.member_id, frozenset())),
+            classic=member.classic is not None,
         )
         for member in group.members.values()
     )
