@@ -371,3 +371,134 @@ def test_online_migration_classic_to_consumer_and_back(cluster: KnodeCluster) ->
         for member in members:
             if not member._stop.is_set():
                 member.close()
+
+
+# ---- OffsetCommit / OffsetFetch v10 (topic ids) --------------------------------------------------
+OFFSET_COMMIT, OFFSET_FETCH, METADATA = 8, 9, 3
+
+
+def test_offset_commit_and_fetch_v10_by_topic_id(cluster: KnodeCluster) -> None:
+    metadata = request(cluster, 1, METADATA, {"topics": [{"name": "mig", "topic_id": None}]}, 12)
+    (topic,) = metadata.topics
+    topic_id = topic.topic_id
+    stranger = uuid.uuid4()
+    group_id = "v10-group"
+    node = coordinator_of(cluster, group_id)
+    committed = request(
+        cluster,
+        node,
+        OFFSET_COMMIT,
+        {
+            "group_id": group_id,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            "partition_index": 2,
+                            "committed_offset": 42,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                },
+                {
+                    "topic_id": stranger,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": None,
+                        }
+                    ],
+                },
+            ],
+        },
+        10,
+    )
+    answers = {
+        t.topic_id: [(p.partition_index, p.error_code) for p in t.partitions]
+        for t in committed.topics
+    }
+    assert answers == {topic_id: [(2, ErrorCode.none)], stranger: [(0, ErrorCode.unknown_topic_id)]}
+    fetched = request(
+        cluster,
+        node,
+        OFFSET_FETCH,
+        {
+            "groups": [
+                {
+                    "group_id": group_id,
+                    "member_id": None,
+                    "member_epoch": -1,
+                    "topics": [
+                        {"topic_id": topic_id, "partition_indexes": [2, 3]},
+                        {"topic_id": stranger, "partition_indexes": [0]},
+                    ],
+                }
+            ],
+            "require_stable": False,
+        },
+        10,
+    )
+    (group,) = fetched.groups
+    offsets = {
+        (t.topic_id, p.partition_index): (p.committed_offset, p.error_code)
+        for t in group.topics
+        for p in t.partitions
+    }
+    assert offsets == {
+        (topic_id, 2): (42, ErrorCode.none),
+        (topic_id, 3): (-1, ErrorCode.none),
+        (stranger, 0): (-1, ErrorCode.unknown_topic_id),
+    }
+    everything = request(
+        cluster,
+        node,
+        OFFSET_FETCH,
+        {"groups": [{"group_id": group_id, "topics": None}], "require_stable": False},
+        10,
+    )
+    assert [
+        (t.topic_id, [p.committed_offset for p in t.partitions])
+        for t in everything.groups[0].topics
+    ] == [(topic_id, [42])]
+
+
+def test_kafka_tools_read_offsets_committed_by_the_java_consumer(
+    shell: ToolShell, cluster: KnodeCluster
+) -> None:
+    """Kafka 4.4's console consumer with group.protocol=consumer commits (OffsetCommit v10)
+    and kafka-consumer-groups reads the offsets back (OffsetFetch v10)."""
+    _produce(cluster, 60)
+    consumed = shell.run(
+        "kafka-console-consumer",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--topic",
+        "mig",
+        "--group",
+        "java-v10",
+        "--from-beginning",
+        "--max-messages",
+        "30",
+        "--command-property",
+        "group.protocol=consumer",
+    )
+    assert consumed.exit == 0, consumed.err
+    assert len([line for line in consumed.lines if line.isdigit()]) == 30
+    described = shell.run(
+        "kafka-consumer-groups",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--describe",
+        "--group",
+        "java-v10",
+    )
+    assert described.exit == 0, described.err
+    rows = [line.split() for line in described.lines if line.startswith("java-v10")]
+    assert rows and sum(int(row[3]) for row in rows if row[3].isdigit()) >= 30, described.out
