@@ -52,8 +52,12 @@ Racks: a member's `rack_id` and the partitions' replica racks (in the topics ima
 assignors (`assignors.py`, KIP-881's rule); a member's rack change moves the group epoch like
 any metadata change of the member, and a change of a subscribed partition's racks too.
 
-Not implemented: classic members inside a consumer group (online
-migration, KIP-848 `group.consumer.migration.policy`), client-side assignors,
+Classic members (KIP-848 online migration): `classic_join` / `classic_sync` /
+`classic_heartbeat` / `classic_leave` serve the classic protocol's members of a consumer
+group through the same target assignment and reconciliation (`ClassicMemberMetadata` holds
+their protocols and session timeout); `consumer_group_from_classic` converts a classic group.
+
+Not implemented: client-side assignors,
 ConsumerGroupHeartbeat v0's `subscribed_topic_regex` (v1 only, as Kafka).
 """
 

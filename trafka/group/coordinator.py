@@ -48,13 +48,17 @@ KIP-848 consumer groups (ConsumerGroupHeartbeat): the logic is `consumer_group.p
 `_Group` with a `consumer` part is such a group, sharing the offsets and the group id space
 with classic groups. A classic JoinGroup to an Empty consumer group converts it to a classic
 group (and a heartbeat to an Empty classic group converts it the other way), keeping the
-offsets: Kafka's offline migration. A non-empty group of the other type answers
-INCONSISTENT_GROUP_PROTOCOL (JoinGroup) or GROUP_ID_NOT_FOUND (heartbeat).
+offsets: Kafka's offline migration. Online migration (`group.consumer.migration.policy`):
+a ConsumerGroupHeartbeat joining a classic group with members converts it (`_upgrade`,
+GROUP_ID_NOT_FOUND when not allowed); JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic
+members of a non-empty consumer group go to the consumer group (`ConsumerGroup.classic_*`);
+the last consumer-protocol member leaving or fenced converts the group back
+(`_maybe_downgrade`). Per-group dynamic configs (`set_group_config`) override the session
+timeout and heartbeat interval of one group.
 
-Not implemented: online migration between the protocols (`group.consumer.migration.policy`),
-reverting state when the shell fails to append records
-(the shell answers an error instead; see `group_service`), shrinking a group that is over
-a lowered `group.max.size` at rebalance.
+Not implemented: the downgrade on a static member replacement, reverting state when the
+shell fails to append records (the shell answers an error instead; see `group_service`),
+shrinking a group that is over a lowered `group.max.size` at rebalance.
 """
 
 from __future__ import annotations
