@@ -172,6 +172,8 @@ def test_group_configs_reach_the_coordinator_of_another_broker(cluster: KnodeClu
     unknown = alter_group(cluster, 2, group_id, {"session.timeout.ms": "50000"})
     assert unknown.error_code == ErrorCode.invalid_config
     assert unknown.error_message == "Unknown group config name: session.timeout.ms"
+    too_long = alter_group(cluster, 2, "g" * 2000, {"consumer.session.timeout.ms": "50000"})
+    assert too_long.error_code == ErrorCode.invalid_request
     deleted = alter_group(cluster, 2, group_id, {"consumer.heartbeat.interval.ms": None})
     assert deleted.error_code == ErrorCode.none
     wait_until(

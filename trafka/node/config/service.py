@@ -128,6 +128,10 @@ async def _read_broker_entity(store: MetadataStore, entity: str) -> dict[str, An
 ConfigTransform = Callable[[dict[str, str | None]], Mapping[str, str | None]]
 
 
+MAX_GROUP_ENTITY_BYTES = 900
+"""Bound on a sanitized group id with configs (`/config/groups/<id>` must fit the tree's
+1024-byte paths); Kafka has none. Longer ids get INVALID_REQUEST."""
+
 TOPIC_SEGMENT_BYTES_MIN = 1024 * 1024
 """`segment.bytes` minimum of Kafka 4 (KIP-1030; `segment.ms` keeps its minimum of 1 ms
 until Kafka 5). Enforced on topic configs and `log.segment.bytes`; the log layer itself
@@ -401,6 +405,9 @@ class ConfigService:
     ) -> None:
         if not group_id:
             raise TopicError(ErrorCode.invalid_request, "Group name can't be empty.")
+        if len(znodes.sanitize_entity_name(group_id).encode()) > MAX_GROUP_ENTITY_BYTES:
+            # the znode path's bound (trafka.metadata_quorum.tree.MAX_PATH_BYTES)
+            raise TopicError(ErrorCode.invalid_request, "Group name is too long for configs.")
         await self._store.sync()
         current: dict[str, str | None] = dict(await self.read_group_configs(group_id))
         wanted = {k: v for k, v in transform(current).items() if v is not None}
