@@ -279,7 +279,7 @@ class Member:
             message = self._consumer.poll(0.1)
             if message is not None and not message.error():
                 with self._lock:
-                    self.read.append((message.partition(), message.offset()))
+                    self.read.append((int(message.partition() or 0), int(message.offset() or 0)))
 
     def count(self) -> int:
         with self._lock:
