@@ -8,9 +8,11 @@ One cluster and one tool JVM for the module; every test uses its own group ids.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.cluster.java_support import ToolShell, start_slowly
+from tests.cluster.java_support import TOOLS, ToolShell, java_command, start_slowly
 from tests.support.cluster import KnodeCluster
 from tests.support.waiting import wait_until
 from trafka.net import codec
@@ -504,3 +506,101 @@ def test_kafka_tools_read_offsets_committed_by_the_java_consumer(
     assert described.exit == 0, described.err
     rows = [line.split() for line in described.lines if line.startswith("java-v10")]
     assert rows and sum(int(row[3]) for row in rows if row[3].isdigit()) >= 30, described.out
+
+
+def test_java_classic_consumer_upgraded_and_downgraded(
+    shell: ToolShell, cluster: KnodeCluster, tmp_path: Path
+) -> None:
+    """Kafka 4.4's console consumer with group.protocol=classic keeps running while another
+    joins with group.protocol=consumer (the group is upgraded, the classic member rejoins
+    through the server-side assignment) and leaves again (downgraded): both read records, and
+    every record is read."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("jmig", 4, 2)])["jmig"].result(60)
+    out = tmp_path / "classic.out"
+
+    def produce(first: int, count: int) -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for value in range(first, first + count):
+            producer.produce("jmig", str(value).encode(), partition=value % 4)
+        assert producer.flush(60) == 0
+
+    def classic_read() -> set[str]:
+        return {line for line in out.read_text().splitlines() if line.isdigit()}
+
+    def group_type() -> tuple[ConsumerGroupType, int]:
+        (future,) = admin.describe_consumer_groups(["java-mig"]).values()
+        described = future.result(10)
+        return described.type, len(described.members)
+
+    def split() -> bool:
+        """Upgraded, and the classic member released partitions to the other member."""
+        (future,) = admin.describe_consumer_groups(["java-mig"]).values()
+        described = future.result(10)
+        sizes = sorted(len(m.assignment.topic_partitions) for m in described.members)
+        return described.type == ConsumerGroupType.CONSUMER and sizes == [2, 2]
+
+    common = ["--bootstrap-server", cluster.bootstrap_servers, "--topic", "jmig"]
+    common += ["--group", "java-mig", "--from-beginning"]
+    with out.open("w") as sink:
+        classic = subprocess.Popen(
+            [
+                *java_command(),
+                TOOLS["kafka-console-consumer"],
+                *common,
+                "--timeout-ms",
+                "60000",
+                "--command-property",
+                "group.protocol=classic",
+                "--command-property",
+                "auto.commit.interval.ms=200",
+                "--command-property",
+                "heartbeat.interval.ms=300",
+            ],
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        wait_until(
+            lambda: group_type() == (ConsumerGroupType.CLASSIC, 1), timeout_s=60, what="classic"
+        )
+        produce(0, 40)
+        wait_until(lambda: len(classic_read()) == 40, timeout_s=60, what="40 classic reads")
+        # once the consumer-protocol member is in (the group upgraded), 40 more records
+        producer = threading.Thread(
+            target=lambda: (
+                wait_until(split, timeout_s=60, what="the upgraded group split"),
+                produce(40, 40),
+            ),
+            daemon=True,
+        )
+        producer.start()
+        upgraded = shell.run(
+            "kafka-console-consumer",
+            *common,
+            "--max-messages",
+            "10",
+            "--timeout-ms",
+            "30000",
+            "--command-property",
+            "group.protocol=consumer",
+        )
+        assert upgraded.exit == 0, upgraded.err
+        consumer_read = {line for line in upgraded.lines if line.isdigit()}
+        assert len(consumer_read) == 10, upgraded.err
+        producer.join(60)
+        # the consumer-protocol member left: the classic member is alone in a classic group
+        wait_until(
+            lambda: group_type() == (ConsumerGroupType.CLASSIC, 1),
+            timeout_s=60,
+            what="the group downgraded",
+        )
+        produce(80, 20)
+        wait_until(
+            lambda: classic_read() | consumer_read >= {str(v) for v in range(100)},
+            timeout_s=60,
+            what="every record read",
+        )
+    finally:
+        classic.kill()
+        classic.wait(30)
