@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fuzz.py [--frames 1000000] [--seed 1] [--stall-s 1.0]
         [--broker-apis] [--open-findings] [--apis 50,51] [--maximal-counts 200,1000,3000]
-        [--keep DIR]
+        [--keep DIR] [--watchdog-ms 500]
 
 Starts three `knode` processes (tests/support/cluster.py, data in a temporary directory),
 creates the clients' topic (3 partitions, RF 3, min.insync.replicas 2) and a topic for the
@@ -49,6 +49,12 @@ def main() -> int:
     )
     parser.add_argument("--apis", help="only these API keys (comma-separated), e.g. 50,51")
     parser.add_argument("--keep", type=Path, help="keep the cluster's data and logs here")
+    parser.add_argument(
+        "--watchdog-ms",
+        type=int,
+        default=500,
+        help="the nodes' loop.watchdog.threshold.ms: a loop held longer is logged with its stack",
+    )
     args = parser.parse_args()
     counts = tuple(int(c) for c in args.maximal_counts.split(","))
     base = args.keep or Path(tempfile.mkdtemp(prefix="trafka-fuzz-"))
@@ -57,7 +63,8 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: stop.set())
     started = time.monotonic()
-    with KnodeCluster(base, node_count=3, settings=SETTINGS, start=False) as cluster:
+    settings = [*SETTINGS, f"loop.watchdog.threshold.ms={args.watchdog_ms}"]
+    with KnodeCluster(base, node_count=3, settings=settings, start=False) as cluster:
         for node_id in cluster.nodes:
             cluster.start(node_id, wait=False)
         for node_id in cluster.nodes:
@@ -89,6 +96,15 @@ def main() -> int:
     print(f"slowest heartbeat per node: {outcome['slowest']}")
     print(f"stalls over {args.stall_s} s: {outcome['stalls']}")
     print(f"nodes exited: {outcome['exited']}")
+    for node_id, node in cluster.nodes.items():
+        held = [
+            line
+            for line in node.stderr_path.read_text(errors="replace").splitlines()
+            if "event loop held for" in line
+        ]
+        print(f"node {node_id}: loop held over {args.watchdog_ms} ms {len(held)} times")
+        for line in held[:5]:
+            print(f"  {line}")
     acked = outcome["acked"]
     print(f"acknowledged {len(acked)}, lost {len(outcome['lost'])}")  # type: ignore[arg-type]
     print(f"ktool audit check: exit {audit.returncode}")

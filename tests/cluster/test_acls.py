@@ -183,7 +183,9 @@ def test_consumer_without_read_on_its_group_is_refused(secured: SecuredNode) -> 
         )
         consumer.subscribe([ORDERS])
         try:
-            for _ in range(30):
+            # Bounded but generous: joining the group and the first fetch took over 30 s on
+            # the loaded 2-core machine once.
+            for _ in range(90):
                 message = consumer.poll(1)
                 if message is not None:
                     return message.error() or message.value()

@@ -1,9 +1,9 @@
 """Requests naming thousands of elements do not hold a real knode's event loop (issue 12,
 item 4): while each of DeleteRecords, DescribeConfigs, ListOffsets, OffsetForLeaderEpoch,
-Produce, Fetch, CreateTopics, IncrementalAlterConfigs and DescribeGroups naming 3,000
-partitions, resources, topics or groups is handled, a concurrent acks=1 produce is delayed
-by less than 200 ms (before trafka.node.handlers.large_answers: 0.2-4 s on the loaded
-2-core machine; Metadata's 200,000 topics: test_listener_limits.py)."""
+Produce, Fetch, CreateTopics, IncrementalAlterConfigs, DescribeGroups and WriteTxnMarkers
+naming 3,000 partitions, resources, topics or groups is handled, a concurrent acks=1 produce
+is delayed by less than 200 ms (before trafka.node.handlers.large_answers: 0.2-4 s on the
+loaded 2-core machine; Metadata's 200,000 topics: test_listener_limits.py)."""
 
 from __future__ import annotations
 
@@ -185,6 +185,27 @@ def _requests(batch: bytes) -> dict[str, bytes]:
             },
         ),
         "DescribeGroups": _frame(15, 5, {"groups": [f"g{i}" for i in range(COUNT)]}),
+        # An ABORT marker per partition, 3,000 times over (answered per partition).
+        "WriteTxnMarkers": _frame(
+            27,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": 4242,
+                        "producer_epoch": 0,
+                        "transaction_result": False,
+                        "topics": [
+                            {
+                                "name": "other",
+                                "partition_indexes": [i % PARTITIONS for i in range(COUNT)],
+                            }
+                        ],
+                        "coordinator_epoch": 0,
+                    }
+                ]
+            },
+        ),
     }
 
 

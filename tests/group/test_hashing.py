@@ -49,3 +49,19 @@ def test_partition_is_in_range_and_stable(group_id: str, partitions: int) -> Non
     assert 0 <= partition < partitions
     assert -(2**31) <= java_string_hash_code(group_id) < 2**31
     assert partition == partition_for(group_id, partitions)
+
+
+def _reference_hash(value: str) -> int:
+    """Java's definition, one UTF-16 code unit at a time."""
+    utf16 = value.encode("utf-16-be", "surrogatepass")
+    result = 0
+    for index in range(0, len(utf16), 2):
+        result = (result * 31 + ((utf16[index] << 8) | utf16[index + 1])) & 0xFFFFFFFF
+    return result - (1 << 32) if result & 0x80000000 else result
+
+
+@given(st.text(max_size=9000), st.integers(min_value=0, max_value=3))
+def test_block_hash_agrees_with_the_definition(text: str, repeat: int) -> None:
+    # Lengths around and across the 4096-unit blocks, astral characters included.
+    value = text * (repeat + 1)
+    assert java_string_hash_code(value) == _reference_hash(value)

@@ -457,3 +457,74 @@ def test_segment_files_parse_with_kafka_pythons_own_reader(tmp_path: Path) -> No
                 seen.append((record.offset, record.value, parsed.leader_epoch))
     assert [offset for offset, _, _ in seen] == list(range(18))
     assert seen[4] == (4, b"e1-1", 1)
+
+
+class _Deferred:
+    """A background worker that runs its jobs only when told (`BackgroundWorker`'s submit)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[object] = []
+
+    def submit(self, job: object) -> None:
+        self.jobs.append(job)
+
+    def run_all(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for job in jobs:
+            job()  # type: ignore[operator]
+
+
+def test_a_roll_leaves_its_fsyncs_to_the_background_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from trafka.log import checkpoint, index, partition_log
+
+    fsynced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        fsynced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)  # the os module every log module uses
+    assert checkpoint.os is index.os is partition_log.os is os
+    worker = _Deferred()
+    log = PartitionLog.open(
+        tmp_path / "orders-0",
+        LogConfig(segment_bytes=700),
+        now_ms=NOW,
+        background=worker,  # type: ignore[arg-type]
+    )
+    log.append_as_leader(batch(5), leader_epoch=0, now_ms=NOW)  # writes the epoch checkpoint
+    fsynced.clear()
+    while len(log.segments()) < 2:
+        log.append_as_leader(batch(5), leader_epoch=0, now_ms=NOW)
+    rolled_at = log.segments()[1].base_offset
+    # Rolled: no fsync on the appending thread, the recovery point still before the roll.
+    assert fsynced == [] and worker.jobs
+    assert log.recovery_point == 0
+    worker.run_all()
+    # segment, offset index, time index, producer snapshot, the directory
+    assert len(fsynced) >= 5
+    assert log.recovery_point == rolled_at
+    log.close()
+
+
+def test_a_deferred_roll_flush_after_a_truncation_leaves_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    worker = _Deferred()
+    log = PartitionLog.open(
+        tmp_path / "orders-0",
+        LogConfig(segment_bytes=700),
+        now_ms=NOW,
+        background=worker,  # type: ignore[arg-type]
+    )
+    while len(log.segments()) < 2:
+        log.append_as_leader(batch(5), leader_epoch=0, now_ms=NOW)
+    log.truncate_to(3)
+    worker.run_all()
+    assert log.recovery_point <= 3
+    log.close()

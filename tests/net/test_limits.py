@@ -5,6 +5,7 @@ defaults and per-IP overrides."""
 
 from __future__ import annotations
 
+import os
 import struct
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,18 +53,50 @@ async def test_a_large_size_prefix_costs_memory_only_as_bytes_arrive() -> None:
     size = 100 * 1024 * 1024
     header = struct.pack(">hhi", 3, 1, 7)
     await right.send(struct.pack(">i", size) + header + b"x" * 200_000)
+    resident_before = _resident_bytes()
     tracemalloc.start()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader.next_frame)
             await trio.sleep(0.2)
             _current, peak = tracemalloc.get_traced_memory()
+            resident_growth = _resident_bytes() - resident_before
             nursery.cancel_scope.cancel()
     finally:
         tracemalloc.stop()
         left.close()
         right.close()
     assert peak < 4 * 1024 * 1024, f"{peak} bytes allocated for 200 kB received"
+    # The frame's buffer is a mapping of the announced size: resident only where written.
+    assert resident_growth < 16 * 1024 * 1024, f"{resident_growth} bytes resident for 200 kB"
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def test_a_frame_of_megabytes_arrives_whole_in_pieces() -> None:
+    left, right = trio.socket.socketpair()
+    reader = FrameReader(left)
+    payload = struct.pack(">hhi", 0, 9, 7) + bytes(range(256)) * 12_000  # ~3 MB: mapped
+    async with trio.open_nursery() as nursery:
+
+        async def feed() -> None:
+            data = struct.pack(">i", len(payload)) + payload
+            for start in range(0, len(data), 100_003):
+                await right.send(data[start : start + 100_003])
+                await trio.sleep(0)
+
+        nursery.start_soon(feed)
+        frame = await reader.next_frame()
+        second = struct.pack(">hhi", 18, 3, 8)
+        await right.send(struct.pack(">i", len(second)) + second)
+        after = await reader.next_frame()
+    assert frame is not None and frame.readonly and bytes(frame) == payload
+    assert after is not None and bytes(after) == second
+    left.close()
+    right.close()
 
 
 async def test_the_frame_still_arrives_whole_when_it_grows() -> None:

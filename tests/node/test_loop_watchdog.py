@@ -53,3 +53,23 @@ def test_a_yielding_loop_is_not_reported(caplog: pytest.LogCaptureFixture) -> No
         trio.run(_watch, watchdog, busy_but_yielding)
     assert caplog.records == []
     assert watchdog.stalls == 0
+
+
+def test_a_slow_garbage_collection_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    # Half the threshold is 25 ms; a full collection over 3M objects takes far longer.
+    watchdog = LoopWatchdog(threshold_s=0.05, poll_s=0.05)
+
+    async def collect_a_large_heap() -> None:
+        import gc
+
+        heap = [[i] for i in range(3_000_000)]  # tracked lists: a full collection scans all
+        gc.collect()
+        del heap
+
+    with caplog.at_level(logging.WARNING, logger="trafka.node.loop_watchdog"):
+        trio.run(_watch, watchdog, collect_a_large_heap)
+    collections = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("garbage collection")
+    ]
+    assert collections and "generation 2" in collections[0], collections
+    assert watchdog.collections_reported >= 1

@@ -10,16 +10,35 @@ partition another coordinator reads.
 
 from __future__ import annotations
 
-_INT32_MASK = 0xFFFFFFFF
+import sys
+from array import array
+from operator import mul
+from typing import Final
+
+_INT32_MASK: Final = 0xFFFFFFFF
+_BLOCK: Final = 4096
+_POWERS: Final = tuple(pow(31, k, 1 << 32) for k in range(_BLOCK - 1, -1, -1))
+"""31^(BLOCK-1) .. 31^0, mod 2^32: one block's weights."""
+_BLOCK_WEIGHT: Final = pow(31, _BLOCK, 1 << 32)
 
 
 def java_string_hash_code(value: str) -> int:
-    """Java's `String.hashCode()` as a signed 32-bit int."""
-    utf16 = value.encode("utf-16-be", "surrogatepass")
-    result = 0
-    for index in range(0, len(utf16), 2):
-        code_unit = (utf16[index] << 8) | utf16[index + 1]
-        result = (result * 31 + code_unit) & _INT32_MASK
+    """Java's `String.hashCode()` as a signed 32-bit int.
+
+    Block by block (h = h * 31^B + block's weighted sum, mod 2^32), each block's sum taken
+    in C (`sum(map(mul, ...))`): a group or transactional id is as long as a request lets a
+    client make it (tens of MB in one flexible string), and a character-by-character loop
+    held the event loop ~0.2 s per million characters."""
+    units = array("H")
+    units.frombytes(value.encode("utf-16-be", "surrogatepass"))
+    if sys.byteorder == "little":
+        units.byteswap()
+    count = len(units)
+    head = count % _BLOCK
+    result = int(sum(map(mul, units[:head], _POWERS[_BLOCK - head :]))) & _INT32_MASK
+    for start in range(head, count, _BLOCK):
+        block = int(sum(map(mul, units[start : start + _BLOCK], _POWERS)))
+        result = (result * _BLOCK_WEIGHT + block) & _INT32_MASK
     return result - (1 << 32) if result & 0x80000000 else result
 
 

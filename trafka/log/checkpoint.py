@@ -80,8 +80,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: bytes) -> None:
-    """Replace `path` with `content` via tmp file + fsync + rename + fsync of the dir."""
+def write_atomically(path: Path, content: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `content` via tmp file + fsync + rename + fsync of the dir
+    (`durable=False`: without the two fsyncs, which the caller then owes)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -89,11 +90,27 @@ def write_atomically(path: Path, content: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_path(path: Path) -> bool:
+    """fsync the file at `path` through a fresh descriptor; False if it is gone (a roll's
+    deferred fsync may come after retention or a deletion removed the file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def format_lines(version: int, lines: Iterable[str]) -> bytes:

@@ -77,13 +77,15 @@ class _IndexFile:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         os.ftruncate(self._fd, self.max_entries * self.entry_size)
 
-    def trim(self) -> None:
-        """Shrink the file to its entries and close it for writing (roll, close)."""
+    def trim(self, *, durable: bool = True) -> None:
+        """Shrink the file to its entries and close it for writing (roll, close).
+        `durable=False` leaves the fsync to the caller (a roll fsyncs it off the loop)."""
         if self._fd is None:
             return
         self.sync()
         os.ftruncate(self._fd, len(self) * self.entry_size)
-        os.fsync(self._fd)
+        if durable:
+            os.fsync(self._fd)
         os.close(self._fd)
         self._fd = None
 

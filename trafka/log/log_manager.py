@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trafka.log import cleaner
+from trafka.log.background import BackgroundWorker
 from trafka.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -138,7 +139,9 @@ class LogManager:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
-        self._remover = DirectoryRemover()
+        self._background = BackgroundWorker("log-background")
+        """Roll fsyncs and directory removals, off the event loop."""
+        self._remover = DirectoryRemover(self._background)
         self._now_ms = now_ms
         self._log_dirs = [Path(d) for d in log_dirs]
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -196,6 +199,7 @@ class LogManager:
                 log_start_offset=log_start_offsets.get(key),
                 had_clean_shutdown=had_clean_shutdown,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
+                background=self._background,
             )
             if key in high_watermarks:
                 log.update_high_watermark(high_watermarks[key])
@@ -294,6 +298,7 @@ class LogManager:
                     config or self.config_for(topic),
                     now_ms=self._now_ms if now_ms is None else now_ms,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
+                    background=self._background,
                 )
                 if topic_id is not None:
                     write_partition_metadata(log.directory / PARTITION_METADATA, topic_id)
@@ -391,6 +396,7 @@ class LogManager:
             log_start_offset=log_start_offset,
             had_clean_shutdown=True,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
+            background=self._background,
         )
         log.update_high_watermark(high_watermark)
         self._logs[key] = log

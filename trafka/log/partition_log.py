@@ -51,10 +51,12 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from trafka.log import batch as batch_format
-from trafka.log.checkpoint import fsync_dir, write_atomically
+from trafka.log.background import BackgroundWorker
+from trafka.log.checkpoint import fsync_dir, fsync_path, write_atomically
 from trafka.log.config import INT_MAX, LogConfig
 from trafka.log.control import (
     ControlRecordType,
@@ -235,9 +237,17 @@ class PartitionLog:
     """One partition's log. Create with `PartitionLog.open`."""
 
     def __init__(
-        self, directory: Path, config: LogConfig, *, now_ms: int, producer_id_expiration_ms: int
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        producer_id_expiration_ms: int,
+        background: BackgroundWorker | None = None,
     ) -> None:
         self.directory = directory
+        self._background = background
+        """Where a roll's fsyncs run (None: at once, on the rolling thread)."""
         self.topic, self.partition = parse_topic_partition(directory)
         self._config = config
         self._lock = threading.RLock()
@@ -272,15 +282,21 @@ class PartitionLog:
         log_start_offset: int | None = None,
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        background: BackgroundWorker | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) and recover the log in `directory`.
 
         `recovery_point` None means unknown: every segment is re-scanned.
         `had_clean_shutdown` skips the re-scan (segments with bad indexes are still rebuilt).
+        `background`: where a roll's fsyncs run (None: on the appending thread).
         """
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(
-            directory, config, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
+            directory,
+            config,
+            now_ms=now_ms,
+            producer_id_expiration_ms=producer_id_expiration_ms,
+            background=background,
         )
         try:
             log._load(now_ms, recovery_point, log_start_offset, had_clean_shutdown)
@@ -852,17 +868,43 @@ class PartitionLog:
             for path in old.paths():
                 path.unlink(missing_ok=True)
         else:
-            old.make_inactive()
-            old.flush()
-            self._recovery_point = max(self._recovery_point, old.next_offset)
+            old.make_inactive(durable=False)
         segment = LogSegment.create(self.directory, new_base, self._config, now_ms=now_ms)
-        fsync_dir(self.directory)
         self._add_segment(segment)
         # An empty log that jumped ahead (a follower) starts where its data starts.
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
-        self.producer_state.take_snapshot(new_base)
+        snapshot = self.producer_state.take_snapshot(new_base, durable=False)
+        # The fsyncs a roll owes (the old segment and its trimmed indexes, the snapshot, the
+        # directory's new entries) run on the background worker, as Kafka schedules its
+        # "flush-log" after a roll: on a busy disk each can wait seconds, and the appending
+        # thread is the node's event loop. The recovery point moves past the old segment
+        # only once they are done, and only if nothing was truncated meanwhile.
+        durable = [*old.paths(), snapshot] if old.size else [snapshot]
+        flush = partial(
+            self._flush_rolled,
+            durable,
+            old.next_offset if old.size else None,
+            self._layout_generation,
+        )
+        if self._background is None:
+            flush()
+        else:
+            self._background.submit(flush)
         return segment
+
+    def _flush_rolled(self, paths: list[Path], upto: int | None, generation: int) -> None:
+        for path in paths:
+            fsync_path(path)
+        try:
+            fsync_dir(self.directory)
+        except FileNotFoundError:
+            return  # the partition was deleted meanwhile
+        if upto is None:
+            return
+        with self._lock:
+            if generation == self._layout_generation and not self._closed:
+                self._recovery_point = max(self._recovery_point, upto)
 
     def _add_segment(self, segment: LogSegment) -> None:
         if self._base_offsets and segment.base_offset <= self._base_offsets[-1]:

@@ -257,11 +257,14 @@ class ProducerStateManager:
                 offsets.append(offset)
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int | None = None) -> Path:
-        """Write `<offset>.snapshot` (default: the map end offset) atomically."""
+    def take_snapshot(self, offset: int | None = None, *, durable: bool = True) -> Path:
+        """Write `<offset>.snapshot` (default: the map end offset) atomically;
+        `durable=False` without fsyncs (the caller fsyncs the file and directory later; a
+        snapshot lost to a power failure is unreadable or missing, and loading falls back
+        to an older one and the log)."""
         offset = self.map_end_offset if offset is None else offset
         path = self.directory / file_name(offset, SNAPSHOT_SUFFIX)
-        write_atomically(path, encode_snapshot(self.producers.values()))
+        write_atomically(path, encode_snapshot(self.producers.values()), durable=durable)
         return path
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:

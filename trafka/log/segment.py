@@ -314,23 +314,26 @@ class LogSegment:
         self.offset_index.open_for_append()
         self.time_index.open_for_append()
 
-    def make_inactive(self) -> None:
-        """On roll: final time-index entry, trim both indexes to their entries (LOG-13)."""
+    def make_inactive(self, *, durable: bool = True) -> None:
+        """On roll: final time-index entry, trim both indexes to their entries (LOG-13);
+        `durable=False`: without fsyncing them (the caller does, see `PartitionLog._roll`)."""
         if self.time_index.writable and self.max_timestamp >= 0:
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
             )
-        self.offset_index.trim()
-        self.time_index.trim()
+        self.offset_index.trim(durable=durable)
+        self.time_index.trim(durable=durable)
 
     def flush(self) -> None:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Clean close: trim the indexes, fsync everything, release the descriptor."""
         self.make_inactive()
+        self.txn_index.flush()
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1

@@ -14,9 +14,10 @@ A READ_COMMITTED fetch answers `aborted_transactions` (producer id, first offset
 entry that overlaps the fetched range; the consumer skips those producers' batches from
 each first offset until it reaches their ABORT marker. The index is derived data: it is
 written when an ABORT marker is appended (leader or follower) and rebuilt when a segment
-is recovered; a file whose size is not a multiple of 34 or that holds a version other than
-0 is rebuilt the same way. The file is created on the first entry (segments without aborted
-transactions have none, as in Kafka).
+is recovered (so it is fsynced with its segment, not on every append); a file whose size
+is not a multiple of 34 or that holds a version other than 0 is rebuilt the same way. The
+file is created on the first entry (segments without aborted transactions have none, as in
+Kafka).
 """
 
 from __future__ import annotations
@@ -93,13 +94,27 @@ class TransactionIndex:
                 f"{self.path}: aborted transaction at {entry.last_offset} not after "
                 f"{entries[-1].last_offset}"
             )
+        # Not fsynced here (the append runs on the event loop): the index is fsynced with its
+        # segment (`LogSegment.flush`, `close`, a roll's deferred flush), and an entry lost
+        # with the page cache belongs to a segment past the recovery point, which recovery
+        # re-reads and re-indexes.
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, entry.encode())
-            os.fsync(fd)
         finally:
             os.close(fd)
         entries.append(entry)
+
+    def flush(self) -> None:
+        """fsync the file if it exists."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose ABORT marker is at or after `offset`."""

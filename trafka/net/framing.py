@@ -19,6 +19,7 @@ side, so raw-fd sendfile and ``send`` never interleave.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ _SIZE_BYTES: Final = 4
 _HEADER_PEEK_BYTES: Final = 8
 """api_key int16, api_version int16, correlation_id int32: what `check_header` sees."""
 _MIN_LARGE_FRAME_BYTES: Final = 64 * 1024
+_MAPPED_FRAME_BYTES: Final = 1024 * 1024
+"""Frames of this size and more are read into an anonymous mapping of their whole size."""
 
 
 class FrameError(Exception):
@@ -152,9 +155,21 @@ class FrameReader:
 
     async def _read_large_frame(self, size: int) -> memoryview:
         """Read a frame larger than the receive buffer into a buffer that doubles as bytes
-        arrive (at most twice what was received, never the announced size up front)."""
+        arrive (at most twice what was received, never the announced size up front).
+
+        From `_MAPPED_FRAME_BYTES` on, the buffer is instead an anonymous private mapping of
+        the whole size: the kernel backs its pages only as bytes arrive, so it costs no more
+        memory than the doubling buffer, and nothing is copied or zero-filled on the event
+        loop (growing a bytearray to tens of MB copied and faulted it in one step: the loop
+        watchdog caught such a step holding a loaded node's loop for a second)."""
         have = self._end - self._start - _SIZE_BYTES
-        frame = bytearray(self._view[self._start + _SIZE_BYTES : self._end])
+        received_part = self._view[self._start + _SIZE_BYTES : self._end]
+        if size >= _MAPPED_FRAME_BYTES:
+            mapped = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            mapped[:have] = received_part
+            self._start = self._end = 0
+            return await self._fill(mapped, have, size)
+        frame = bytearray(received_part)
         self._start = self._end = 0
         while have < size:
             if len(frame) == have:
@@ -170,6 +185,16 @@ class FrameReader:
             have += received
         # Read-only: kio's native reader refuses writable buffers, and nobody should write.
         return memoryview(frame).toreadonly()
+
+    async def _fill(self, mapped: mmap.mmap, have: int, size: int) -> memoryview:
+        # On an error the mapping is unmapped when the last view of it is collected.
+        view = memoryview(mapped)
+        while have < size:
+            received: int = await self._socket.recv_into(view[have:])
+            if received == 0:
+                raise TruncatedFrame(f"stream ended after {have} of {size} bytes")
+            have += received
+        return view.toreadonly()
 
 
 async def send_file_region(socket: trio.socket.SocketType, region: FileRegion) -> None:

@@ -97,6 +97,7 @@ from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
 from trafka.node.config.group import group_config_of
+from trafka.node.coordinator_key import partition_of_key
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.replication.ids import TopicPartition as ReplicaPartition
 from trafka.node.replication.replica_manager import ReplicaManager
@@ -180,7 +181,8 @@ class GroupService:
         """A group's dynamic configs (`/config/groups/<g>`, read by the config service on a
         change notification or a rescan): kept for partitions loaded later and handed to
         the loaded coordinator of the group's partition, which applies them on the members'
-        next heartbeats."""
+        next heartbeats. (`partition_for` on the loop: a group id with configs is bounded,
+        `trafka.node.config.service.MAX_GROUP_ENTITY_BYTES`.)"""
         overrides = GroupConfigOverrides.from_properties(properties)
         if overrides.is_empty():
             self._group_configs.pop(group_id, None)
@@ -247,7 +249,7 @@ class GroupService:
             state = await self._create_offsets_topic()
             if state is None:
                 return ErrorCode.coordinator_not_available, None
-        partition = partition_for(key, len(state.partitions))
+        partition = await partition_of_key(key, len(state.partitions))
         partition_state = self._topics.partition(OFFSETS_TOPIC, partition)
         if partition_state is None or partition_state.leader < 0:
             return ErrorCode.coordinator_not_available, None
@@ -289,7 +291,7 @@ class GroupService:
         state = self._topics.get(OFFSETS_TOPIC)
         if state is None or not state.partitions:
             return ErrorCode.not_coordinator
-        return await self._partition(partition_for(group_id, len(state.partitions)))
+        return await self._partition(await partition_of_key(group_id, len(state.partitions)))
 
     def _led_epoch(self, partition: int) -> int | None:
         """The leader epoch of `__consumer_offsets-<partition>` if this node leads it: the

@@ -7,10 +7,17 @@ logs one WARNING with the loop thread's stack at that moment (the code that hold
 and, once the loop beats again, how long it was held. A stack that ends in the loop's own
 wait for I/O (`epoll`/`select`) means the process was not scheduled at all: the machine's
 load, not our code. Costs nothing on the request path: one sleep per `poll_s` on the loop.
+
+The cyclic garbage collector stops every thread and shows up in no task's stack (the stack
+ends wherever an allocation triggered it, often trio's scheduler), so its collections are
+timed too (`gc.callbacks`) and each one longer than half the threshold is logged by the
+watchdog thread (never from inside the collector) with its generation and the heap's size.
 """
 
 from __future__ import annotations
 
+import collections
+import gc
 import logging
 import sys
 import threading
@@ -39,12 +46,18 @@ class LoopWatchdog:
         self._beat = time.monotonic()
         self._loop_thread = threading.get_ident()
         self._stop = threading.Event()
+        self.collections_reported = 0
+        """Garbage collections logged so far (each over half the threshold)."""
+        self._gc_started = 0.0
+        self._gc_slow: collections.deque[tuple[int, float, int]] = collections.deque(maxlen=64)
+        """(generation, seconds, objects freed) of slow collections not yet logged."""
 
     async def run(self) -> None:
         self._loop_thread = threading.get_ident()
         self._beat = time.monotonic()
         thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
         thread.start()
+        gc.callbacks.append(self._on_gc)
         try:
             while True:
                 now = time.monotonic()
@@ -53,11 +66,36 @@ class LoopWatchdog:
                 self.longest_s = max(self.longest_s, held)
                 await trio.sleep(self.poll_s)
         finally:
+            gc.callbacks.remove(self._on_gc)
             self._stop.set()
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """`gc.callbacks`: runs inside the collector, so it only takes the time."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        elapsed = time.perf_counter() - self._gc_started
+        if elapsed > self.threshold_s / 2:
+            generation = info.get("generation", -1)
+            self._gc_slow.append((generation, elapsed, info.get("collected", 0)))
+
+    def _report_collections(self) -> None:
+        while self._gc_slow:
+            generation, elapsed, freed = self._gc_slow.popleft()
+            self.collections_reported += 1
+            log.warning(
+                "garbage collection of generation %d held every thread %.2f s "
+                "(%d objects freed, %d tracked now)",
+                generation,
+                elapsed,
+                freed,
+                len(gc.get_objects()),
+            )
 
     def _watch(self) -> None:
         reported_beat: float | None = None
         while not self._stop.wait(self.poll_s / 2):
+            self._report_collections()
             beat = self._beat
             held = time.monotonic() - beat
             if reported_beat is not None and beat != reported_beat:

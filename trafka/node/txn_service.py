@@ -55,11 +55,11 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.static.primitive import i16, i32
 
 from trafka.group.config import OFFSETS_TOPIC
-from trafka.group.hashing import partition_for
 from trafka.log.records import NewRecord, build_batch
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
+from trafka.node.coordinator_key import partition_of_key
 from trafka.node.group_service import GroupService, _iter_batches
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.producer_ids import ProducerIdManager
@@ -191,7 +191,7 @@ class TransactionService:
         if count is None:
             return ErrorCode.coordinator_not_available, None
         partition_state = self._topics.partition(
-            TRANSACTION_STATE_TOPIC, partition_for(transactional_id, count)
+            TRANSACTION_STATE_TOPIC, await partition_of_key(transactional_id, count)
         )
         if partition_state is None or partition_state.leader < 0:
             return ErrorCode.coordinator_not_available, None
@@ -234,7 +234,7 @@ class TransactionService:
         count = self._topic_partitions()
         if count is None:
             return ErrorCode.not_coordinator
-        return await self._partition(partition_for(transactional_id, count))
+        return await self._partition(await partition_of_key(transactional_id, count))
 
     def _led_epoch(self, partition: int) -> int | None:
         """The leader epoch of `__transaction_state-<partition>` if this node leads it.
@@ -343,7 +343,9 @@ class TransactionService:
         if not busy(outcome):
             return outcome
         count = self._topic_partitions()
-        current = self._partitions.get(partition_for(transactional_id, count)) if count else None
+        current = (
+            self._partitions.get(await partition_of_key(transactional_id, count)) if count else None
+        )
         done = None if current is None else current.writing_markers.get(transactional_id)
         if done is None:
             return outcome
@@ -639,7 +641,7 @@ class TransactionService:
         )
         return (outcome, {}) if isinstance(outcome, ErrorCode) else outcome
 
-    def offsets_partition(self, group_id: str) -> TopicPartition:
+    async def offsets_partition(self, group_id: str) -> TopicPartition:
         """The `__consumer_offsets` partition AddOffsetsToTxn adds for `group_id`."""
         state = self._topics.get(OFFSETS_TOPIC)
         count = (
@@ -647,7 +649,7 @@ class TransactionService:
             if state is not None and state.partitions
             else self._broker_config().get_int("offsets.topic.num.partitions")
         )
-        return TopicPartition(OFFSETS_TOPIC, partition_for(group_id, count))
+        return TopicPartition(OFFSETS_TOPIC, await partition_of_key(group_id, count))
 
     async def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool

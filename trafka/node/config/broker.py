@@ -902,6 +902,15 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "Timeout of inter-broker requests.",
     ),
     _d(
+        "loop.watchdog.threshold.ms",
+        _T.INT,
+        1000,
+        "Log a WARNING with the event loop thread's stack when one task holds the loop "
+        "longer than this (trafka/node/loop_watchdog.py); 0 turns the watchdog off.",
+        minimum=0,
+        reason="Kafka has no such key (its network and request threads are separate).",
+    ),
+    _d(
         "metrics.listener",
         _T.STRING,
         "",

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             transactional_id,
             int(request.producer_id),
             int(request.producer_epoch),
-            (service.offsets_partition(group_id),),
+            (await service.offsets_partition(group_id),),
         )
     return build(
         response_class(request),

@@ -20,8 +20,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from trafka.net.api_keys import ApiKey
-from trafka.net.kio_shape import build, response_class
 from trafka.node.handlers.context import RequestContext
+from trafka.node.handlers.large_answers import LoopSlice, answer
 from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation
 from trafka.txn.coordinator import MarkerRequest, TopicPartition
@@ -31,6 +31,8 @@ from trafka.txn.coordinator import MarkerRequest, TopicPartition
 async def handle(ctx: RequestContext, request: Any) -> Any:
     allowed = ctx.authorize(AclOperation.CLUSTER_ACTION)
     results = []
+    elements = 0
+    loop_slice = LoopSlice()
     for entry in request.markers:
         marker = MarkerRequest(
             transactional_id="",
@@ -50,6 +52,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 else:
                     code = await ctx.services.transactions.write_marker_locally(marker, tp)
                 partitions.append({"partition_index": tp.partition, "error_code": code})
+                elements += 1
+                await loop_slice.tick()
             topics.append({"name": topic.name, "partitions": partitions})
         results.append({"producer_id": entry.producer_id, "topics": topics})
-    return build(response_class(request), {"markers": results})
+    return await answer(request, {"markers": results}, elements)
