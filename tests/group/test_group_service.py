@@ -160,6 +160,11 @@ class FakeBroker:
                 "group.consumer.heartbeat.interval.ms": 5_000,
                 "group.consumer.assignors": ["uniform", "range"],
                 "group.consumer.max.size": 100,
+                "group.consumer.min.session.timeout.ms": 45_000,
+                "group.consumer.max.session.timeout.ms": 60_000,
+                "group.consumer.min.heartbeat.interval.ms": 5_000,
+                "group.consumer.max.heartbeat.interval.ms": 15_000,
+                "group.consumer.migration.policy": "bidirectional",
             }
         )
     )
@@ -191,6 +196,9 @@ class FakeBroker:
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
+
+    def racks(self) -> dict[int, str | None]:
+        return {broker_id: None for broker_id in self.brokers}
 
     async def refresh_brokers(self) -> None:
         pass

@@ -25,6 +25,12 @@ class GroupConfig:
     max_groups: our own bound on the number of groups one coordinator partition holds.
     consumer_session_timeout_ms: `group.consumer.session.timeout.ms` (KIP-848), 45000.
     consumer_heartbeat_interval_ms: `group.consumer.heartbeat.interval.ms`, 5000.
+    consumer_min/max_session_timeout_ms, consumer_min/max_heartbeat_interval_ms:
+        `group.consumer.min/max.session.timeout.ms` (45000 / 60000) and
+        `group.consumer.min/max.heartbeat.interval.ms` (5000 / 15000): the bounds of the
+        per-group `consumer.session.timeout.ms` / `consumer.heartbeat.interval.ms`.
+    consumer_migration_policy: `group.consumer.migration.policy` (KIP-848): `bidirectional`
+        (Kafka 4's default), `upgrade`, `downgrade` or `disabled`.
     consumer_assignors: `group.consumer.assignors`, ("uniform", "range"); the first is the
         default of a group whose members name none.
     consumer_max_size: `group.consumer.max.size`, unbounded in Kafka.
@@ -44,6 +50,11 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    consumer_migration_policy: str = "bidirectional"
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
     max_groups: int = 100_000

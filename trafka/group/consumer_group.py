@@ -48,8 +48,16 @@ Request rules (Kafka's `GroupMetadataManager.consumerGroupHeartbeat`):
   and back-references are accepted, RE2 refuses them; RE2's `\\pN`-style classes differ), and
   no linear-time guarantee, which is why a regex is bounded to `MAX_REGEX_LENGTH` characters.
 
-Not implemented: rack-aware assignment, classic members inside a consumer group (online
-migration, KIP-848 `group.consumer.migration.policy`), client-side assignors,
+Racks: a member's `rack_id` and the partitions' replica racks (in the topics image) go to the
+assignors (`assignors.py`, KIP-881's rule); a member's rack change moves the group epoch like
+any metadata change of the member, and a change of a subscribed partition's racks too.
+
+Classic members (KIP-848 online migration): `classic_join` / `classic_sync` /
+`classic_heartbeat` / `classic_leave` serve the classic protocol's members of a consumer
+group through the same target assignment and reconciliation (`ClassicMemberMetadata` holds
+their protocols and session timeout); `consumer_group_from_classic` converts a classic group.
+
+Not implemented: client-side assignors,
 ConsumerGroupHeartbeat v0's `subscribed_topic_regex` (v1 only, as Kafka).
 """
 
@@ -65,7 +73,13 @@ from typing import TypeVar
 from kio.schema.errors import ErrorCode
 
 from trafka.group.assignors import ASSIGNORS, Assignment, AssignorMember, TopicIdPartition
+from trafka.group.consumer_protocol import (
+    assigned_partitions,
+    encode_assignment,
+    parse_subscription,
+)
 from trafka.group.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentRecord,
     ConsumerGroupMemberMetadataRecord,
     ConsumerGroupMetadataRecord,
@@ -78,6 +92,13 @@ from trafka.group.consumer_records import (
     TopicMetadataEntry,
     TopicPartitions,
 )
+from trafka.group.messages import (
+    UNKNOWN_MEMBER_ID,
+    JoinGroupRequest,
+    JoinGroupResult,
+    SyncGroupRequest,
+    SyncGroupResult,
+)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -85,6 +106,7 @@ STATIC_LEAVE_EPOCH = -2
 MAX_REGEX_LENGTH = 1000
 MAX_KEY_STRING_BYTES = 0x7FFF
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+CLASSIC_PROTOCOL_TYPE = "consumer"  # the protocol type of classic members of a consumer group
 
 TopicsImage = Mapping[str, TopicMetadataEntry]
 """Topic name -> (id, name, partition count): the cluster's topics, as the shell sees them.
@@ -167,6 +189,16 @@ class ConsumerMember:
     pending_revocation: Assignment = frozenset()
     session_deadline_ms: int = 0
     rebalance_deadline_ms: int | None = None
+    classic: ClassicMemberMetadata | None = None  # a classic-protocol member (online migration)
+    classic_deadline_ms: int | None = None  # a classic member's join or sync timeout
+
+    def session_timeout_ms(self, settings: ConsumerGroupSettings) -> int:
+        """A classic member keeps its JoinGroup session timeout (Kafka's)."""
+        return (
+            self.classic.session_timeout_ms
+            if self.classic is not None
+            else (settings.session_timeout_ms)
+        )
 
     def metadata_value(self) -> MemberMetadataValue:
         return MemberMetadataValue(
@@ -178,6 +210,7 @@ class ConsumerMember:
             subscribed_topic_regex=self.subscribed_topic_regex,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
+            classic=self.classic,
         )
 
     def assignment_value(self) -> CurrentAssignmentValue:
@@ -343,6 +376,32 @@ class ConsumerGroup:
             )
         )
 
+    def creation_records(self) -> list[ConsumerGroupRecord]:
+        """Every record of the group as it is (Kafka's `createConsumerGroupRecords`): the
+        members, the subscribed topics, the epoch, the target assignment, the current
+        assignments."""
+        records: list[ConsumerGroupRecord] = []
+        for member in self.members.values():
+            self._member_records(member, records)
+        records.append(
+            ConsumerGroupPartitionMetadataRecord(
+                self.group_id, tuple(self.subscribed_metadata.values())
+            )
+        )
+        records.append(ConsumerGroupMetadataRecord(self.group_id, self.epoch))
+        for member_id, partitions in self.target.items():
+            records.append(
+                ConsumerGroupTargetAssignmentMemberRecord(
+                    self.group_id, member_id, group_by_topic(partitions)
+                )
+            )
+        records.append(
+            ConsumerGroupTargetAssignmentMetadataRecord(self.group_id, self.assignment_epoch)
+        )
+        for member in self.members.values():
+            self._assignment_record(member, records)
+        return records
+
     def tombstones(self) -> list[ConsumerGroupRecord]:
         """Records deleting the whole group (Kafka's order: members first, metadata last)."""
         records: list[ConsumerGroupRecord] = []
@@ -403,25 +462,8 @@ class ConsumerGroup:
         if self.epoch > self.assignment_epoch:
             self._compute_target(settings, records)
         owned = flatten(request.owned) if request.owned is not None else None
-        before = (member.member_epoch, member.state, member.assigned, member.pending_revocation)
-        step = reconcile(
-            member,
-            self.assignment_epoch,
-            self.target.get(member.member_id, frozenset()),
-            owned,
-            self.owners,
-        )
-        changed = (step.member_epoch, step.state, step.assigned, step.pending_revocation) != before
-        if changed:
-            self._release(member)
-            if step.member_epoch != member.member_epoch:
-                member.previous_member_epoch = member.member_epoch
-            member.member_epoch = step.member_epoch
-            member.state = step.state
-            member.assigned = step.assigned
-            member.pending_revocation = step.pending_revocation
-            self._claim(member)
-            self._assignment_record(member, records)
+        changed = self._reconcile(member, owned, records)
+        member.classic = None  # a ConsumerGroupHeartbeat member speaks the consumer protocol
         member.session_deadline_ms = now_ms + settings.session_timeout_ms
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_deadline_ms is None:
@@ -567,12 +609,14 @@ class ConsumerGroup:
                     ids[name] for name in self.member_topic_names(member, image) if name in ids
                 ),
                 current=self.target.get(member.member_id, frozenset()),
+                rack=member.rack_id,
             )
             for member in self.members.values()
         }
         counts = {entry.topic_id: entry.partitions for entry in self.subscribed_metadata.values()}
+        racks = {entry.topic_id: entry.racks for entry in self.subscribed_metadata.values()}
         assignor = ASSIGNORS.get(self.preferred_assignor(settings), ASSIGNORS["uniform"])
-        new_target = assignor(assignor_members, counts)
+        new_target = assignor(assignor_members, counts, racks)
         for member_id, partitions in sorted(new_target.items()):
             if self.target.get(member_id) != partitions:
                 records.append(
@@ -583,6 +627,223 @@ class ConsumerGroup:
         self.target = dict(new_target)
         self.assignment_epoch = self.epoch
         records.append(ConsumerGroupTargetAssignmentMetadataRecord(self.group_id, self.epoch))
+
+    # --- classic members (KIP-848 online migration) ------------------------------------------
+
+    def classic_join(
+        self,
+        request: JoinGroupRequest,
+        image: TopicsImage,
+        settings: ConsumerGroupSettings,
+        new_member_id: str,
+        now_ms: int,
+        records: list[ConsumerGroupRecord],
+    ) -> JoinGroupResult:
+        """A classic JoinGroup to this non-empty consumer group (Kafka's
+        `classicGroupJoinToConsumerGroup`): the member joins or rejoins at once, with its
+        subscription, owned partitions and rack read from its first protocol's metadata; the
+        answer's generation is its member epoch and it is never the leader (the coordinator
+        assigns: SyncGroup hands it its partitions). As Kafka, a member id the group does
+        not know joins as a new member (the id of a KIP-394 MEMBER_ID_REQUIRED answer is
+        not remembered)."""
+        member_id = request.member_id or new_member_id
+        failed = JoinGroupResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
+        if request.protocol_type != CLASSIC_PROTOCOL_TYPE or not request.protocols:
+            return failed
+        subscription = parse_subscription(request.protocols[0].metadata)
+        if subscription is None:
+            return failed
+        instance_id = request.group_instance_id
+        member = self.members.get(member_id)
+        known = self.static_members.get(instance_id) if instance_id is not None else None
+        is_new = member is None and known is None
+        if is_new and len(self.members) >= settings.max_size:
+            return JoinGroupResult(ErrorCode.group_max_size_reached, member_id=request.member_id)
+        if (
+            request.member_id == UNKNOWN_MEMBER_ID
+            and instance_id is None
+            and request.api_version >= 4  # KIP-394: the member rejoins with this id
+        ):
+            return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
+        if known is not None and known != member_id:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                return JoinGroupResult(ErrorCode.fenced_instance_id, member_id=request.member_id)
+            member = self._replace_static(self.members[known], member_id, records)
+        bump = False
+        if member is None:
+            member = ConsumerMember(member_id=member_id, instance_id=instance_id)
+            self.members[member_id] = member
+            if instance_id is not None:
+                self.static_members[instance_id] = member_id
+            bump = True
+        before = member.metadata_value()
+        subscription_before = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        member.rack_id = subscription.rack_id or member.rack_id
+        member.rebalance_timeout_ms = max(request.rebalance_timeout_ms, 0)
+        member.subscribed_topic_names = tuple(sorted(set(subscription.topics)))
+        member.subscribed_topic_regex = None
+        member.server_assignor = None
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        member.classic = ClassicMemberMetadata(
+            request.session_timeout_ms,
+            tuple((protocol.name, protocol.metadata) for protocol in request.protocols),
+        )
+        if (member.subscribed_topic_names, member.subscribed_topic_regex) != subscription_before:
+            bump = True
+        if bump or member.metadata_value() != before:
+            self._member_records(member, records)
+        if (bump or image is not self.resolved_image) and self._refresh_metadata(image, records):
+            bump = True
+        if bump:
+            self.epoch += 1
+            records.append(ConsumerGroupMetadataRecord(self.group_id, self.epoch))
+        if self.epoch > self.assignment_epoch:
+            self._compute_target(settings, records)
+        ids = {entry.name: entry.topic_id for entry in image.values()}
+        owned = frozenset(
+            (ids[topic], partition)
+            for topic, partitions in subscription.owned.items()
+            if topic in ids
+            for partition in partitions
+        )
+        self._reconcile(member, owned, records)
+        member.session_deadline_ms = now_ms + request.session_timeout_ms
+        member.classic_deadline_ms = now_ms + member.rebalance_timeout_ms  # SyncGroup due
+        return JoinGroupResult(
+            ErrorCode.none,
+            member_id=member_id,
+            generation_id=member.member_epoch,
+            protocol_type=CLASSIC_PROTOCOL_TYPE,
+            protocol_name=request.protocols[0].name,
+            leader="",
+        )
+
+    def _reconcile(
+        self, member: ConsumerMember, owned: Assignment | None, records: list[ConsumerGroupRecord]
+    ) -> bool:
+        """One reconciliation step of `member` (see `reconcile`); True if it changed."""
+        before = (member.member_epoch, member.state, member.assigned, member.pending_revocation)
+        step = reconcile(
+            member,
+            self.assignment_epoch,
+            self.target.get(member.member_id, frozenset()),
+            owned,
+            self.owners,
+        )
+        if (step.member_epoch, step.state, step.assigned, step.pending_revocation) == before:
+            return False
+        self._release(member)
+        if step.member_epoch != member.member_epoch:
+            member.previous_member_epoch = member.member_epoch
+        member.member_epoch = step.member_epoch
+        member.state = step.state
+        member.assigned = step.assigned
+        member.pending_revocation = step.pending_revocation
+        self._claim(member)
+        self._assignment_record(member, records)
+        return True
+
+    def _classic_member(
+        self, member_id: str, instance_id: str | None
+    ) -> ConsumerMember | ErrorCode:
+        """Kafka's `validateConsumerGroupMember` + `throwIfMemberDoesNotUseClassicProtocol`."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.unknown_member_id
+            if known != member_id:
+                return ErrorCode.fenced_instance_id
+        member = self.members.get(member_id)
+        if member is None or member.classic is None:
+            return ErrorCode.unknown_member_id
+        return member
+
+    def classic_sync(
+        self,
+        request: SyncGroupRequest,
+        settings: ConsumerGroupSettings,
+        now_ms: int,
+    ) -> SyncGroupResult:
+        """SyncGroup of a classic member: its current assignment in the consumer protocol's
+        layout; REBALANCE_IN_PROGRESS if the group moved on since its join (Kafka's
+        `classicGroupSyncToConsumerGroup`)."""
+        member = self._classic_member(request.member_id, request.group_instance_id)
+        if isinstance(member, ErrorCode):
+            return SyncGroupResult(member)
+        assert member.classic is not None
+        if request.generation_id != member.member_epoch:
+            return SyncGroupResult(ErrorCode.illegal_generation)
+        protocol_name = member.classic.protocols[0][0] if member.classic.protocols else ""
+        if (
+            request.protocol_type is not None and request.protocol_type != CLASSIC_PROTOCOL_TYPE
+        ) or (request.protocol_name is not None and request.protocol_name != protocol_name):
+            return SyncGroupResult(ErrorCode.inconsistent_group_protocol)
+        if (
+            self.epoch > member.member_epoch
+            and member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            if member.classic_deadline_ms is None:
+                member.classic_deadline_ms = now_ms + member.rebalance_timeout_ms
+            return SyncGroupResult(ErrorCode.rebalance_in_progress)
+        member.classic_deadline_ms = None
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        names = self.topic_names_by_id()
+        by_topic: dict[str, list[int]] = {}
+        for topic_id, partitions in group_by_topic(member.assigned):
+            if topic_id in names:
+                by_topic[names[topic_id]] = list(partitions)
+        return SyncGroupResult(
+            ErrorCode.none, CLASSIC_PROTOCOL_TYPE, protocol_name, encode_assignment(by_topic)
+        )
+
+    def classic_heartbeat(
+        self, member_id: str, instance_id: str | None, generation_id: int, now_ms: int
+    ) -> ErrorCode:
+        """Heartbeat of a classic member: REBALANCE_IN_PROGRESS when it must rejoin (the
+        group epoch moved past its epoch, it has partitions to revoke, or partitions it waits
+        for were released); Kafka's `classicGroupHeartbeatToConsumerGroup`."""
+        member = self._classic_member(member_id, instance_id)
+        if isinstance(member, ErrorCode):
+            return member
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return ErrorCode.illegal_generation
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        target = self.target.get(member.member_id, frozenset())
+        released = all(
+            self.owners.get(p) in (None, member.member_id) for p in target - member.assigned
+        )
+        if (
+            member.member_epoch < self.epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (member.state is MemberState.UNRELEASED_PARTITIONS and released)
+        ):
+            if member.classic_deadline_ms is None:
+                member.classic_deadline_ms = now_ms + member.rebalance_timeout_ms
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def classic_leave(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        now_ms: int,
+        records: list[ConsumerGroupRecord],
+    ) -> ErrorCode:
+        """LeaveGroup of a classic member (by member id, or by instance id alone)."""
+        if instance_id is not None and member_id == UNKNOWN_MEMBER_ID:
+            member_id = self.static_members.get(instance_id, "")
+        member = self._classic_member(member_id, instance_id)
+        if isinstance(member, ErrorCode):
+            return member
+        self.remove_member(member, now_ms, records)
+        return ErrorCode.none
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every member but `member_id` speaks the classic protocol (Kafka's
+        `allMembersUseClassicProtocolExcept`)."""
+        return all(m.classic is not None for m in self.members.values() if m.member_id != member_id)
 
     # --- leaving and fencing ----------------------------------------------------------------
 
@@ -652,17 +913,26 @@ class ConsumerGroup:
             for m in self.members.values()
             if m.rebalance_deadline_ms is not None
         ]
+        deadlines += [
+            m.classic_deadline_ms
+            for m in self.members.values()
+            if m.classic_deadline_ms is not None
+        ]
         return min(deadlines, default=None)
 
-    def tick(self, now_ms: int, records: list[ConsumerGroupRecord]) -> None:
-        """Fence members whose session expired or who did not revoke in time."""
+    def tick(self, now_ms: int, records: list[ConsumerGroupRecord]) -> list[str]:
+        """Fence members whose session expired or who did not revoke (or, classic members,
+        rejoin or sync) in time; returns the fenced member ids."""
+        fenced: list[str] = []
         for member in list(self.members.values()):
             expired = now_ms >= member.session_deadline_ms
             slow = (
                 member.rebalance_deadline_ms is not None and now_ms >= member.rebalance_deadline_ms
-            )
+            ) or (member.classic_deadline_ms is not None and now_ms >= member.classic_deadline_ms)
             if expired or slow:
                 self.remove_member(member, now_ms, records)
+                fenced.append(member.member_id)
+        return fenced
 
     # --- validation for offsets (KIP-848 OffsetCommit v9 / OffsetFetch v9) -----------------
 
@@ -675,6 +945,8 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # a classic member commits with its generation
+            return None if member_epoch == member.member_epoch else ErrorCode.illegal_generation
         if api_version < 9:
             return ErrorCode.unsupported_version
         return _stale_or_fenced(member_epoch, member.member_epoch)
@@ -790,6 +1062,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: NamedPartitions
     target_assignment: NamedPartitions
+    classic: bool = False  # a classic-protocol member (online migration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -828,6 +1101,7 @@ def describe(
             subscribed_topic_regex=member.subscribed_topic_regex,
             assignment=named(member.assigned),
             target_assignment=named(group.target.get(member.member_id, frozenset())),
+            classic=member.classic is not None,
         )
         for member in group.members.values()
     )
@@ -840,6 +1114,79 @@ def describe(
         assignor=group.preferred_assignor(settings),
         members=members,
     )
+
+
+# --- online upgrade (a classic group becomes a consumer group) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberState:
+    """A member of a classic group being converted (what `consumer_group_from_classic` needs)."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    selected_protocol: str
+    assignment: bytes
+
+
+def consumer_group_from_classic(
+    group_id: str,
+    generation_id: int,
+    members: list[ClassicMemberState],
+    image: TopicsImage,
+    now_ms: int,
+) -> ConsumerGroup | None:
+    """Kafka's `ConsumerGroup.fromClassicGroup`: every classic member becomes a classic
+    member of a consumer group at epoch = the generation, its current assignment (read from
+    its assignment bytes) both its target and its assigned partitions; the group and
+    assignment epochs are the generation. None if a subscription or assignment does not
+    parse (Kafka then answers GROUP_ID_NOT_FOUND). `creation_records` are its records."""
+    ids = {entry.name: entry.topic_id for entry in image.values()}
+    group = ConsumerGroup(
+        group_id, epoch=generation_id, assignment_epoch=generation_id, state_timestamp_ms=now_ms
+    )
+    for state in members:
+        metadata = dict(state.protocols).get(state.selected_protocol)
+        subscription = parse_subscription(metadata) if metadata is not None else None
+        assignment = assigned_partitions(state.assignment)
+        if subscription is None or assignment is None:
+            return None
+        assigned = frozenset(
+            (ids[topic], partition)
+            for topic, partitions in assignment.items()
+            if topic in ids
+            for partition in partitions
+        )
+        member = ConsumerMember(
+            member_id=state.member_id,
+            instance_id=state.instance_id,
+            rack_id=subscription.rack_id,
+            client_id=state.client_id,
+            client_host=state.client_host,
+            subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+            rebalance_timeout_ms=state.rebalance_timeout_ms,
+            member_epoch=generation_id,
+            previous_member_epoch=generation_id,
+            assigned=assigned,
+            session_deadline_ms=now_ms + state.session_timeout_ms,
+            classic=ClassicMemberMetadata(state.session_timeout_ms, state.protocols),
+        )
+        group.members[member.member_id] = member
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
+        group.target[member.member_id] = assigned
+        group._claim(member)
+    names: set[str] = set()
+    for member in group.members.values():
+        names.update(member.subscribed_topic_names)
+    group.subscribed_metadata = {name: image[name] for name in sorted(names) if name in image}
+    group.resolved_image = image
+    return group
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -885,8 +1232,9 @@ def load_consumer_group(
             subscribed_topic_regex=value.subscribed_topic_regex,
             rebalance_timeout_ms=max(value.rebalance_timeout_ms, 0),
             server_assignor=value.server_assignor,
-            session_deadline_ms=now_ms + settings.session_timeout_ms,
+            classic=value.classic,
         )
+        member.session_deadline_ms = now_ms + member.session_timeout_ms(settings)
         assignment = current.get(member_id)
         if assignment is not None:
             member.member_epoch = assignment.member_epoch

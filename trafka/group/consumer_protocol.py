@@ -19,6 +19,7 @@ client with a custom protocol type is not an error).
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 _MAX_ITEMS = 1_000_000
 
@@ -67,6 +68,48 @@ def subscribed_topics(subscription: bytes) -> frozenset[str] | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A `consumer` protocol subscription as a KIP-848 consumer group reads a classic member's
+    (online migration): its topics, the partitions it owns (v1+; eager clients send none)
+    and its rack (v3+)."""
+
+    topics: tuple[str, ...]
+    owned: dict[str, tuple[int, ...]]
+    rack_id: str | None
+
+
+def parse_subscription(subscription: bytes) -> Subscription | None:
+    """Every field of a `consumer` protocol subscription; None if the bytes do not parse."""
+    try:
+        cursor = _Cursor(subscription)
+        version = cursor.int16()
+        if version < 0:
+            return None
+        topics = tuple(cursor.string() for _ in range(cursor.count()))
+        if cursor.position == len(cursor.data):
+            return Subscription(topics, {}, None)
+        user_data_size = cursor.int32()
+        if user_data_size > 0:
+            cursor.take(user_data_size)
+        owned: dict[str, tuple[int, ...]] = {}
+        rack_id = None
+        if version >= 1 and cursor.position < len(cursor.data):
+            for _ in range(cursor.count()):
+                topic = cursor.string()
+                owned[topic] = owned.get(topic, ()) + tuple(
+                    cursor.int32() for _ in range(cursor.count())
+                )
+        if version >= 2 and cursor.position < len(cursor.data):
+            cursor.int32()  # generation id
+        if version >= 3 and cursor.position < len(cursor.data):
+            length = cursor.int16()
+            rack_id = cursor.take(length).decode("utf-8") if length >= 0 else None
+        return Subscription(topics, owned, rack_id or None)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def assigned_partitions(assignment: bytes) -> dict[str, tuple[int, ...]] | None:
     """Topic -> partitions of a `consumer` protocol assignment; None if it does not parse.
 
@@ -88,9 +131,15 @@ def assigned_partitions(assignment: bytes) -> dict[str, tuple[int, ...]] | None:
         return None
 
 
-def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
-    """A v0 subscription (tests and tools)."""
-    parts = [struct.pack(">hi", 0, len(topics))]
+def encode_subscription(
+    topics: list[str],
+    user_data: bytes | None = None,
+    owned: dict[str, list[int]] | None = None,
+    rack_id: str | None = None,
+) -> bytes:
+    """A v0 subscription, or v3 when `owned` or `rack_id` is given (tests and tools)."""
+    version = 3 if owned is not None or rack_id is not None else 0
+    parts = [struct.pack(">hi", version, len(topics))]
     for topic in topics:
         data = topic.encode("utf-8")
         parts.append(struct.pack(">h", len(data)) + data)
@@ -98,6 +147,16 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None) -> by
         parts.append(struct.pack(">i", -1))
     else:
         parts.append(struct.pack(">i", len(user_data)) + user_data)
+    if version == 3:
+        owned = owned or {}
+        parts.append(struct.pack(">i", len(owned)))
+        for topic, numbers in owned.items():
+            data = topic.encode("utf-8")
+            parts.append(struct.pack(">h", len(data)) + data + struct.pack(">i", len(numbers)))
+            parts.extend(struct.pack(">i", number) for number in numbers)
+        parts.append(struct.pack(">i", -1))  # generation id
+        rack = (rack_id or "").encode("utf-8")
+        parts.append(struct.pack(">h", len(rack)) + rack if rack_id is not None else b"\xff\xff")
     return b"".join(parts)
 
 

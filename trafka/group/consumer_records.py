@@ -9,12 +9,14 @@ length + 1, 0 = null), 16-byte uuids, and an empty tagged-field section after ev
     key 3 ConsumerGroupMetadata              key: group     value: epoch int32
     key 4 ConsumerGroupPartitionMetadata     key: group     value: topics [topic_id uuid,
               topic_name string, num_partitions int32, partition_metadata [partition int32,
-              racks [string]] (written empty)]
+              racks [string]] (written when some partition has racks)]
     key 5 ConsumerGroupMemberMetadata        key: group, member
               value: instance_id string?, rack_id string?, client_id string,
               client_host string, subscribed_topic_names [string],
               subscribed_topic_regex string?, rebalance_timeout_ms int32,
-              server_assignor string?  (tagged classic_member_metadata: never written)
+              server_assignor string?, tag 0: classic_member_metadata? [session_timeout_ms
+              int32, supported_protocols [name string, metadata bytes]] (a classic member
+              of a consumer group, KIP-848 online migration)
     key 6 ConsumerGroupTargetAssignmentMetadata  key: group  value: assignment_epoch int32
     key 7 ConsumerGroupTargetAssignmentMember    key: group, member
               value: topic_partitions [topic_id uuid, partitions [int32]]
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 CONSUMER_GROUP_METADATA = 3
@@ -42,6 +45,9 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
 CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
 _MAX_ITEMS = 1_000_000
+MAX_RACK_PARTITIONS = 100_000
+"""Bound on the partitions whose racks a record may carry (a hostile record cannot make the
+loader allocate beyond it)."""
 
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
@@ -50,11 +56,34 @@ class CorruptConsumerRecordError(ValueError):
     """A KIP-848 key or value that does not decode."""
 
 
+def normalized_racks(per_partition: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...]:
+    """Per-partition racks as `TopicMetadataEntry.racks` holds them: each sorted, without the
+    trailing partitions that have none (so equal metadata compares equal)."""
+    racks = [tuple(sorted(set(r))) for r in per_partition]
+    while racks and not racks[-1]:
+        racks.pop()
+    return tuple(racks)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicMetadataEntry:
     topic_id: uuid.UUID
     name: str
     partitions: int
+    racks: tuple[tuple[str, ...], ...] = ()
+    """Per partition, the sorted racks of its replicas' brokers (empty: none known); the
+    rack-aware assignors use them, and a change moves the group epoch (KIP-1101's rule)."""
+
+    def partition_racks(self, partition: int) -> tuple[str, ...]:
+        return self.racks[partition] if 0 <= partition < len(self.racks) else ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription) in preference order
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +96,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +273,14 @@ def encode_consumer_value(record: ConsumerGroupRecord) -> bytes | None:
             writer.uuid(topic.topic_id)
             writer.compact_string(topic.name)
             writer.int32(topic.partitions)
-            writer.array_length(0)  # partition racks: not tracked
+            with_racks = [(p, r) for p, r in enumerate(topic.racks) if r]
+            writer.array_length(len(with_racks))
+            for partition, racks in with_racks:
+                writer.int32(partition)
+                writer.array_length(len(racks))
+                for rack in racks:
+                    writer.compact_string(rack)
+                writer.no_tags()
             writer.no_tags()
     elif isinstance(record, ConsumerGroupMemberMetadataRecord):
         member = record.value
@@ -259,6 +296,22 @@ def encode_consumer_value(record: ConsumerGroupRecord) -> bytes | None:
         writer.compact_string(member.subscribed_topic_regex)
         writer.int32(member.rebalance_timeout_ms)
         writer.compact_string(member.server_assignor)
+        if member.classic is not None:
+            tagged = _Writer()
+            tagged.int32(member.classic.session_timeout_ms)
+            tagged.array_length(len(member.classic.protocols))
+            for name, metadata in member.classic.protocols:
+                tagged.compact_string(name)
+                tagged.uvarint(len(metadata) + 1)
+                tagged.raw(metadata)
+                tagged.no_tags()
+            tagged.no_tags()
+            field = tagged.getvalue()
+            writer.uvarint(1)  # one tagged field: tag 0
+            writer.uvarint(0)
+            writer.uvarint(len(field))
+            writer.raw(field)
+            return writer.getvalue()
     elif isinstance(record, ConsumerGroupTargetAssignmentMemberRecord):
         if record.partitions is None:
             return None
@@ -382,9 +435,33 @@ def decode_consumer_record(key: bytes, value: bytes | None) -> ConsumerGroupReco
     if body.int16() != 0:
         raise CorruptConsumerRecordError("unknown consumer group value version")
     record = _decode_value(key_version, group_id, member_id, body)
-    body.tags()
+    if key_version != CONSUMER_GROUP_MEMBER_METADATA:
+        body.tags()
     body.expect_end()
     return record
+
+
+def _classic_member_tag(body: _Reader) -> ClassicMemberMetadata | None:
+    """The value's tagged fields (read here, so the caller finds none left): tag 0 is the
+    classic member metadata; other tags are skipped."""
+    classic = None
+    for _ in range(body.uvarint()):
+        tag = body.uvarint()
+        field = _Reader(body.take(body.uvarint()))
+        if tag != 0:
+            continue
+        session_timeout_ms = field.int32()
+        protocols = []
+        for _ in range(field.array_length()):
+            name = field.string()
+            size = field.uvarint() - 1
+            if size < 0:
+                raise CorruptConsumerRecordError("null protocol metadata")
+            protocols.append((name, field.take(size)))
+            field.tags()
+        field.tags()
+        classic = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+    return classic
 
 
 def _tombstone(key_version: int, group_id: str, member_id: str) -> ConsumerGroupRecord:
@@ -414,13 +491,18 @@ def _decode_value(
             topic_id = body.uuid()
             name = body.string()
             partitions = body.int32()
+            racks: dict[int, tuple[str, ...]] = {}
             for _ in range(body.array_length()):
-                body.int32()
-                for _ in range(body.array_length()):
-                    body.string()
+                partition = body.int32()
+                partition_racks = tuple(sorted(body.string() for _ in range(body.array_length())))
                 body.tags()
+                if 0 <= partition < min(partitions, MAX_RACK_PARTITIONS):
+                    racks[partition] = partition_racks
             body.tags()
-            topics.append(TopicMetadataEntry(topic_id, name, partitions))
+            rack_list = normalized_racks(
+                racks.get(p, ()) for p in range(max(racks, default=-1) + 1)
+            )
+            topics.append(TopicMetadataEntry(topic_id, name, partitions, rack_list))
         return ConsumerGroupPartitionMetadataRecord(group_id, tuple(topics))
     if key_version == CONSUMER_GROUP_MEMBER_METADATA:
         instance_id = body.nullable_string()
@@ -440,6 +522,7 @@ def _decode_value(
             regex,
             rebalance_timeout_ms,
             assignor,
+            _classic_member_tag(body),
         )
         return ConsumerGroupMemberMetadataRecord(group_id, member_id, value)
     if key_version == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:

@@ -48,33 +48,41 @@ KIP-848 consumer groups (ConsumerGroupHeartbeat): the logic is `consumer_group.p
 `_Group` with a `consumer` part is such a group, sharing the offsets and the group id space
 with classic groups. A classic JoinGroup to an Empty consumer group converts it to a classic
 group (and a heartbeat to an Empty classic group converts it the other way), keeping the
-offsets: Kafka's offline migration. A non-empty group of the other type answers
-INCONSISTENT_GROUP_PROTOCOL (JoinGroup) or GROUP_ID_NOT_FOUND (heartbeat).
+offsets: Kafka's offline migration. Online migration (`group.consumer.migration.policy`):
+a ConsumerGroupHeartbeat joining a classic group with members converts it (`_upgrade`,
+GROUP_ID_NOT_FOUND when not allowed); JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic
+members of a non-empty consumer group go to the consumer group (`ConsumerGroup.classic_*`);
+the last consumer-protocol member leaving or fenced converts the group back
+(`_maybe_downgrade`). Per-group dynamic configs (`set_group_config`) override the session
+timeout and heartbeat interval of one group.
 
-Not implemented: online migration between the protocols (`group.consumer.migration.policy`),
-reverting state when the shell fails to append records
-(the shell answers an error instead; see `group_service`), shrinking a group that is over
-a lowered `group.max.size` at rebalance.
+Not implemented: the downgrade on a static member replacement, reverting state when the
+shell fails to append records (the shell answers an error instead; see `group_service`),
+shrinking a group that is over a lowered `group.max.size` at rebalance.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from trafka.group.config import GroupConfig
 from trafka.group.consumer_group import (
+    ClassicMemberState,
     ConsumerGroup,
     ConsumerGroupDescription,
     ConsumerGroupSettings,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     TopicsImage,
+    consumer_group_from_classic,
     describe,
+    group_by_topic,
     load_consumer_group,
     validate_heartbeat,
 )
@@ -84,6 +92,7 @@ from trafka.group.consumer_protocol import (
     subscribed_topics,
 )
 from trafka.group.consumer_records import ConsumerGroupRecord
+from trafka.group.group_configs import GroupConfigOverrides
 from trafka.group.messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,
@@ -328,7 +337,34 @@ class GroupCoordinator:
         )
         self._rng = rng
         self._groups: dict[str, _Group] = {}
+        self._group_configs: dict[str, GroupConfigOverrides] = {}
+        self._image: TopicsImage = {}
+        """The topics image of the last ConsumerGroupHeartbeat: what a classic member's
+        JoinGroup to a consumer group resolves its subscription against."""
         self._next_retention_check_ms = now_ms + config.offsets_retention_check_interval_ms
+
+    # --- per-group dynamic configs (KIP-848, `group_configs.py`) --------------------------
+
+    def set_group_config(self, group_id: str, overrides: GroupConfigOverrides | None) -> None:
+        """A group's `consumer.*` overrides changed (None or empty: back to the broker's).
+        Running members get them on their next heartbeat."""
+        if overrides is None or overrides.is_empty():
+            self._group_configs.pop(group_id, None)
+        else:
+            self._group_configs[group_id] = overrides
+
+    def consumer_settings(self, group_id: str) -> ConsumerGroupSettings:
+        """The KIP-848 settings of one group: the broker's, with the group's overrides."""
+        overrides = self._group_configs.get(group_id)
+        if overrides is None:
+            return self._consumer_settings
+        return dataclasses.replace(
+            self._consumer_settings,
+            session_timeout_ms=overrides.consumer_session_timeout_ms
+            or self._consumer_settings.session_timeout_ms,
+            heartbeat_interval_ms=overrides.consumer_heartbeat_interval_ms
+            or self._consumer_settings.heartbeat_interval_ms,
+        )
 
     # --- loading (failover, GRP-05) ------------------------------------------------------
 
@@ -339,13 +375,17 @@ class GroupCoordinator:
         rng: random.Random,
         records: Iterable[OffsetsTopicRecord],
         now_ms: int,
+        group_configs: Mapping[str, GroupConfigOverrides] | None = None,
     ) -> GroupCoordinator:
         """Rebuild the state of a partition from its records, in log order (last one wins).
 
         Groups with members come back Stable (Kafka's `loadGroup`), with every session
-        restarting at `now_ms`; groups without members come back Empty.
+        restarting at `now_ms`; groups without members come back Empty. `group_configs`:
+        the per-group dynamic configs known now (`set_group_config` keeps them current).
         """
         coordinator = cls(config, rng, now_ms)
+        for group_id, overrides in (group_configs or {}).items():
+            coordinator.set_group_config(group_id, overrides)
         metadata: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         consumer_records: dict[str, list[ConsumerGroupRecord]] = {}
@@ -376,7 +416,7 @@ class GroupCoordinator:
             coordinator._groups[group_id] = group
         for group_id, group_records in consumer_records.items():
             consumer = load_consumer_group(
-                group_id, group_records, now_ms, coordinator._consumer_settings
+                group_id, group_records, now_ms, coordinator.consumer_settings(group_id)
             )
             if consumer is None:
                 continue
@@ -420,8 +460,18 @@ class GroupCoordinator:
 
     # --- JoinGroup -----------------------------------------------------------------------
 
-    def join_group(self, request_id: RequestId, request: JoinGroupRequest, now_ms: int) -> Effects:
+    def join_group(
+        self,
+        request_id: RequestId,
+        request: JoinGroupRequest,
+        now_ms: int,
+        image: TopicsImage | None = None,
+    ) -> Effects:
+        """`image`: the cluster's topics now, for a classic member joining a consumer group
+        (None: the image of the last ConsumerGroupHeartbeat)."""
         effects = _EffectsBuilder()
+        if image is not None:
+            self._image = image
         error = self._validate_join(request)
         if error is not None:
             effects.reply(request_id, JoinGroupResult(error, member_id=request.member_id))
@@ -441,13 +491,18 @@ class GroupCoordinator:
             self._groups[request.group_id] = group
         if group.consumer is not None:
             if group.consumer.members:
-                # Online migration (`group.consumer.migration.policy`) is not implemented.
-                effects.reply(
-                    request_id,
-                    JoinGroupResult(
-                        ErrorCode.inconsistent_group_protocol, member_id=request.member_id
-                    ),
+                # A classic member of a non-empty consumer group (online migration).
+                records: list[ConsumerGroupRecord] = []
+                result = group.consumer.classic_join(
+                    request,
+                    self._image,
+                    self.consumer_settings(group.group_id),
+                    self._new_uuid(),
+                    now_ms,
+                    records,
                 )
+                effects.records.extend(records)
+                effects.reply(request_id, result)
                 return effects.build()
             effects.records.extend(group.consumer.tombstones())  # offline migration
             group.consumer = None
@@ -802,6 +857,10 @@ class GroupCoordinator:
     def sync_group(self, request_id: RequestId, request: SyncGroupRequest, now_ms: int) -> Effects:
         effects = _EffectsBuilder()
         group = self._groups.get(request.group_id)
+        if group is not None and group.consumer is not None:
+            settings = self.consumer_settings(group.group_id)
+            effects.reply(request_id, group.consumer.classic_sync(request, settings, now_ms))
+            return effects.build()
         error = self._check_member(group, request.member_id, request.group_instance_id)
         if error is None and group is not None:
             if request.generation_id != group.generation_id:
@@ -864,6 +923,10 @@ class GroupCoordinator:
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> ErrorCode:
         group = self._groups.get(request.group_id)
+        if group is not None and group.consumer is not None:
+            return group.consumer.classic_heartbeat(
+                request.member_id, request.group_instance_id, request.generation_id, now_ms
+            )
         error = self._check_member(group, request.member_id, request.group_instance_id)
         if error is not None or group is None:
             return error or ErrorCode.unknown_member_id
@@ -887,6 +950,18 @@ class GroupCoordinator:
                 for m in leaving
             )
             return LeaveGroupResult(ErrorCode.none, members), effects.build()
+        if group.consumer is not None:
+            records: list[ConsumerGroupRecord] = []
+            left = tuple(
+                LeftMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    group.consumer.classic_leave(m.member_id, m.group_instance_id, now_ms, records),
+                )
+                for m in leaving
+            )
+            effects.records.extend(records)
+            return LeaveGroupResult(ErrorCode.none, left), effects.build()
         results = []
         for each in leaving:
             error = self._leave_one(group, each, now_ms, effects)
@@ -948,7 +1023,7 @@ class GroupCoordinator:
     ) -> tuple[ConsumerHeartbeatResult, Effects]:
         """One ConsumerGroupHeartbeat; `image`: the cluster's topics now (name -> metadata)."""
         effects = _EffectsBuilder()
-        settings = self._consumer_settings
+        settings = self.consumer_settings(request.group_id)
         invalid = validate_heartbeat(request, settings)
         if invalid is not None:
             return invalid, effects.build()
@@ -963,9 +1038,13 @@ class GroupCoordinator:
                 return error, effects.build()
             group = _Group(request.group_id, GroupState.EMPTY, now_ms)
             self._groups[request.group_id] = group
+        if (
+            group.consumer is None
+            and (group.members or group.pending_members or group.state is not GroupState.EMPTY)
+            and (request.member_epoch != 0 or not self._upgrade(group, image, now_ms, effects))
+        ):
+            return _not_found(request.group_id, "is not a consumer group"), effects.build()
         if group.consumer is None:
-            if group.members or group.pending_members or group.state is not GroupState.EMPTY:
-                return _not_found(request.group_id, "is not a consumer group"), effects.build()
             if request.member_epoch != 0:
                 return _not_found(request.group_id, "does not exist"), effects.build()
             if group.protocol_type is not None:
@@ -976,16 +1055,20 @@ class GroupCoordinator:
             group.protocol_name = None
             group.generation_id = 0
             group.leader_id = None
+        self._image = image
         records: list[ConsumerGroupRecord] = []
+        leaving = group.consumer.members.get(request.member_id)
+        epoch_before = group.consumer.epoch
         result = group.consumer.heartbeat(
-            request,
-            image,
-            settings,
-            str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
-            now_ms,
-            records,
+            request, image, settings, self._new_uuid(), now_ms, records
         )
         effects.records.extend(records)
+        if (
+            leaving is not None
+            and leaving.classic is None
+            and request.member_id not in group.consumer.members
+        ) and self._maybe_downgrade(group, epoch_before, now_ms, effects):
+            return result, effects.build()
         if not group.consumer.members and group.consumer.epoch == 0:
             # a join that failed validation deeper in leaves nothing behind
             group.consumer = None
@@ -993,6 +1076,122 @@ class GroupCoordinator:
             if not group.offsets:
                 del self._groups[group.group_id]
         return result, effects.build()
+
+    def _new_uuid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    # --- online migration between the protocols (KIP-848) ---------------------------------
+
+    def _upgrade(
+        self, group: _Group, image: TopicsImage, now_ms: int, effects: _EffectsBuilder
+    ) -> bool:
+        """A ConsumerGroupHeartbeat joins a non-empty classic group: convert it into a
+        consumer group whose classic members keep their partitions (Kafka's
+        `validateOnlineUpgrade` + `convertToConsumerGroup`). False (the caller answers
+        GROUP_ID_NOT_FOUND) when `group.consumer.migration.policy` forbids it, the group does
+        not use the consumer protocol, a subscription does not parse, or it is too large."""
+        if self._config.consumer_migration_policy not in ("bidirectional", "upgrade"):
+            return False
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        settings = self.consumer_settings(group.group_id)
+        if len(group.members) > settings.max_size:
+            return False
+        consumer = consumer_group_from_classic(
+            group.group_id,
+            group.generation_id,
+            [
+                ClassicMemberState(
+                    member_id=m.member_id,
+                    instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    protocols=tuple((p.name, p.metadata) for p in m.protocols),
+                    selected_protocol=group.protocol_name or "",
+                    assignment=m.assignment,
+                )
+                for m in group.members.values()
+            ],
+            image,
+            now_ms,
+        )
+        if consumer is None:
+            return False
+        for member in group.members.values():
+            if member.parked_join is not None:
+                effects.reply(
+                    member.parked_join.request_id,
+                    JoinGroupResult(ErrorCode.rebalance_in_progress, member_id=member.member_id),
+                )
+            if member.parked_sync is not None:
+                effects.reply(member.parked_sync, SyncGroupResult(ErrorCode.rebalance_in_progress))
+        effects.records.append(GroupMetadataRecord(group.group_id, None))
+        effects.records.extend(consumer.creation_records())
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.join_deadline_ms = group.sync_deadline_ms = None
+        group.initial_delay_remaining_ms = None
+        group.state = GroupState.EMPTY  # a consumer group's classic state is unused
+        group.generation_id = 0
+        group.leader_id = None
+        group.protocol_name = None
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.consumer = consumer
+        return True
+
+    def _maybe_downgrade(
+        self, group: _Group, generation_id: int, now_ms: int, effects: _EffectsBuilder
+    ) -> bool:
+        """The last consumer-protocol member left (or was fenced) and classic members remain:
+        convert back to a classic group that rebalances at once (Kafka's
+        `validateOnlineDowngradeWithFencedMember` + `convertToClassicGroup`), if
+        `group.consumer.migration.policy` allows it and the group fits `group.max.size`.
+        `generation_id`: the group epoch before the member left (Kafka converts before
+        removing it), so the classic members' generation is still current."""
+        consumer = group.consumer
+        if consumer is None or not consumer.members or not consumer.all_classic_except(""):
+            return False
+        if self._config.consumer_migration_policy not in ("bidirectional", "downgrade"):
+            return False
+        if len(consumer.members) > self._config.group_max_size:
+            return False
+        names = consumer.topic_names_by_id()
+        effects.records.extend(consumer.tombstones())
+        group.consumer = None
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.generation_id = generation_id
+        for cm in consumer.members.values():
+            assert cm.classic is not None
+            by_topic: dict[str, list[int]] = {}
+            for topic_id, partitions in group_by_topic(cm.assigned):
+                if topic_id in names:
+                    by_topic[names[topic_id]] = list(partitions)
+            member = _Member(
+                member_id=cm.member_id,
+                group_instance_id=cm.instance_id,
+                client_id=cm.client_id,
+                client_host=cm.client_host,
+                rebalance_timeout_ms=cm.rebalance_timeout_ms,
+                session_timeout_ms=cm.classic.session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=tuple(Protocol(name, data) for name, data in cm.classic.protocols),
+                assignment=encode_assignment(by_topic),
+                last_heartbeat_ms=now_ms,
+            )
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.protocol_name = group.select_protocol()
+        group.leader_id = next(iter(group.members))
+        group.state = GroupState.STABLE  # converted, not a transition of the classic machine
+        group.state_timestamp_ms = now_ms
+        effects.records.append(group.metadata_record())
+        self._prepare_rebalance(group, now_ms, effects)
+        return True
 
     def consumer_group_describe(
         self, group_id: str, image: TopicsImage
@@ -1003,7 +1202,7 @@ class GroupCoordinator:
             return ConsumerGroupDescription(
                 group_id, ErrorCode.group_id_not_found, f"Group {group_id} {reason}."
             )
-        return describe(group.consumer, image, self._consumer_settings)
+        return describe(group.consumer, image, self.consumer_settings(group_id))
 
     # --- OffsetCommit / OffsetFetch / OffsetDelete ---------------------------------------
 
@@ -1419,8 +1618,12 @@ class GroupCoordinator:
     def _tick_group(self, group: _Group, now_ms: int, effects: _EffectsBuilder) -> None:
         if group.consumer is not None:
             records: list[ConsumerGroupRecord] = []
-            group.consumer.tick(now_ms, records)
+            protocols = {m.member_id: m.classic for m in group.consumer.members.values()}
+            epoch_before = group.consumer.epoch
+            fenced = group.consumer.tick(now_ms, records)
             effects.records.extend(records)
+            if any(protocols[m] is None for m in fenced):
+                self._maybe_downgrade(group, epoch_before, now_ms, effects)
             return
         for member_id, pending_expiry_ms in list(group.pending_members.items()):
             if now_ms >= pending_expiry_ms:

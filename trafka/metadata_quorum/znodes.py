@@ -27,7 +27,8 @@ Path -> payload class, with an example of the exact bytes:
 * `/admin/delete_topics/<t>` -> empty data (the child's name is the topic)
 * `/isr_change_notification/isr_change_<10 digits>` -> `IsrChangeNotification`:
   `{"version":1,"partitions":[{"topic":"t","partition":0}]}`
-* `/config/topics/<t>`, `/config/brokers/<id>` -> `EntityConfig`:
+* `/config/topics/<t>`, `/config/brokers/<id>`, `/config/groups/<sanitized group id>`
+  -> `EntityConfig`:
   `{"version":1,"config":{"k":"v"}}`
 * `/config/changes/config_change_<10 digits>` -> `ConfigChangeNotification`:
   `{"version":2,"entity_path":"topics/t"}`
@@ -43,6 +44,7 @@ tokens, `/log_dir_event_notification`.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -64,6 +66,7 @@ ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_GROUPS = "/config/groups"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 CLUSTER = "/cluster"
@@ -121,6 +124,24 @@ def topic_config_path(topic: str) -> str:
 def broker_config_path(broker_id: int | str) -> str:
     """`<default>` is Kafka's name for the cluster-wide default broker config."""
     return f"{CONFIG_BROKERS}/{broker_id}"
+
+
+def group_config_path(group_id: str) -> str:
+    """`/config/groups/<sanitized group id>`: a group's dynamic configs (KIP-848; Kafka's KRaft
+    keeps them as ConfigRecords of resource type GROUP, this is their ZooKeeper-style place).
+    The id is sanitized like Kafka's user and client-id entities (`Sanitizer`: URL encoding,
+    a space as `%20`, `*` as `%2A`) since a group id may hold `/`."""
+    return f"{CONFIG_GROUPS}/{sanitize_entity_name(group_id)}"
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's `Sanitizer.sanitize`: URLEncoder's encoding (letters, digits and `.-_*` kept),
+    with a space as `%20` and `*` as `%2A`."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_entity_name(name: str) -> str:
+    return urllib.parse.unquote(name)
 
 
 def isr_change_sequence_prefix() -> str:

@@ -311,6 +311,7 @@ class Broker:
             config=lambda: configs.config,
             clock=clock,
         )
+        configs.on_group_configs.append(groups.apply_group_config)
         producer_ids = ProducerIdManager(store, node_id=node_id)
         transactions = TransactionService(  # trafka.node.txn_service
             node_id=node_id,

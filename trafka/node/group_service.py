@@ -47,22 +47,24 @@ import dataclasses
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import trio
 from kio.schema.errors import ErrorCode
 
-from trafka.group.config import OFFSETS_TOPIC, GroupConfig
+from trafka.group.config import OFFSETS_TOPIC
 from trafka.group.consumer_group import (
     ConsumerGroupDescription,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     TopicsImage,
 )
-from trafka.group.consumer_records import TopicMetadataEntry
+from trafka.group.consumer_records import TopicMetadataEntry, normalized_racks
 from trafka.group.coordinator import Effects, GroupCoordinator, Reply
+from trafka.group.group_configs import GroupConfigOverrides
+from trafka.group.hashing import partition_for
 from trafka.group.messages import (
     GroupDeletion,
     GroupDescription,
@@ -94,6 +96,7 @@ from trafka.log.errors import CorruptRecordError
 from trafka.log.records import NewRecord, build_batch, iter_batches
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.config.broker import BrokerConfig
+from trafka.node.config.group import group_config_of
 from trafka.node.coordinator_key import partition_of_key
 from trafka.node.metadata_cache import BrokerInfo, MetadataCache
 from trafka.node.replication.ids import TopicPartition as ReplicaPartition
@@ -107,7 +110,8 @@ T = TypeVar("T")
 
 LEADERSHIP_CHECK_INTERVAL_S = 1.0
 LOAD_READ_BYTES = 1 << 20
-PARKED_GRACE_MS = 30_000  # beyond the rebalance timeout, a parked call gives up
+PARKED_GRACE_MS = 30_000
+RACKS_CHECK_INTERVAL_MS = 1_000  # beyond the rebalance timeout, a parked call gives up
 
 # Kafka's GroupMetadataManager mapping of append errors to coordinator errors.
 _APPEND_ERRORS: dict[int, ErrorCode] = {
@@ -119,22 +123,6 @@ _APPEND_ERRORS: dict[int, ErrorCode] = {
     int(ErrorCode.kafka_storage_error): ErrorCode.not_coordinator,
     int(ErrorCode.invalid_producer_epoch): ErrorCode.producer_fenced,  # TxnOffsetCommit
 }
-
-
-def group_config_of(config: BrokerConfig) -> GroupConfig:
-    return GroupConfig(
-        group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-        group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-        group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-        group_max_size=config.get_int("group.max.size"),
-        offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
-        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
-        offsets_topic_num_partitions=config.get_int("offsets.topic.num.partitions"),
-        consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-        consumer_heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-        consumer_assignors=tuple(str(name) for name in config.get("group.consumer.assignors")),
-        consumer_max_size=config.get_int("group.consumer.max.size"),
-    )
 
 
 @dataclass(eq=False)
@@ -184,17 +172,70 @@ class GroupService:
         self._timer_deadline_ms = 0
         self._create_lock = trio.Lock()
         self._image: TopicsImage | None = None
+        self._group_configs: dict[str, GroupConfigOverrides] = {}
+        self._broker_racks: dict[int, str] = {}
+        self._racks_checked_ms = -RACKS_CHECK_INTERVAL_MS
         topics.listeners.append(self._topics_changed)
+
+    def apply_group_config(self, group_id: str, properties: Mapping[str, str]) -> None:
+        """A group's dynamic configs (`/config/groups/<g>`, read by the config service on a
+        change notification or a rescan): kept for partitions loaded later and handed to
+        the loaded coordinator of the group's partition, which applies them on the members'
+        next heartbeats. (`partition_for` on the loop: a group id with configs is bounded,
+        `trafka.node.config.service.MAX_GROUP_ENTITY_BYTES`.)"""
+        overrides = GroupConfigOverrides.from_properties(properties)
+        if overrides.is_empty():
+            self._group_configs.pop(group_id, None)
+        else:
+            self._group_configs[group_id] = overrides
+        offsets_topic = self._topics.get(OFFSETS_TOPIC)
+        if offsets_topic is None or not offsets_topic.partitions:
+            return
+        current = self._partitions.get(partition_for(group_id, len(offsets_topic.partitions)))
+        if current is not None and current.coordinator is not None and not current.unloaded:
+            current.coordinator.set_group_config(group_id, overrides)
+
+    def _group_configs_of(self, partition: int) -> dict[str, GroupConfigOverrides]:
+        offsets_topic = self._topics.get(OFFSETS_TOPIC)
+        count = len(offsets_topic.partitions) if offsets_topic is not None else 0
+        if not count:
+            return {}
+        return {
+            group_id: overrides
+            for group_id, overrides in self._group_configs.items()
+            if partition_for(group_id, count) == partition
+        }
 
     def _topics_changed(self, name: str) -> None:
         self._image = None
 
     def topics_image(self) -> TopicsImage:
-        """Name -> (topic id, partition count) of every topic: what KIP-848 groups subscribe
-        to, rebuilt after a topic is created, changed or deleted."""
+        """Name -> (topic id, partition count, replica racks) of every topic: what KIP-848
+        groups subscribe to, rebuilt after a topic is created, changed or deleted, or a
+        broker's rack becomes known or changes (looked at once a second at most). A broker
+        that goes away keeps its last known rack, so a broker failure does not move the
+        groups' epochs."""
+        now_ms = self._clock.now_ms()
+        if now_ms >= self._racks_checked_ms + RACKS_CHECK_INTERVAL_MS:
+            self._racks_checked_ms = now_ms
+            racks = {**self._broker_racks}
+            racks.update((b, r) for b, r in self._metadata.racks().items() if r is not None)
+            if racks != self._broker_racks:
+                self._broker_racks = racks
+                self._image = None
         if self._image is None:
             self._image = {
-                name: TopicMetadataEntry(state.topic_id, name, len(state.partitions))
+                name: TopicMetadataEntry(
+                    state.topic_id,
+                    name,
+                    len(state.partitions),
+                    normalized_racks(
+                        (self._broker_racks[b] for b in p.replicas if b in self._broker_racks)
+                        for _, p in sorted(state.partitions.items())
+                    )
+                    if self._broker_racks
+                    else (),
+                )
                 for name, state in self._topics.topics.items()
             }
         return self._image
@@ -323,7 +364,13 @@ class GroupService:
                 break  # nothing readable here (an empty tail); what we have is the state
             offset = next_offset
         log.debug("loaded %d records of %s-%d", len(records), OFFSETS_TOPIC, partition)
-        coordinator = GroupCoordinator.load(self._config, self._rng, records, self._clock.now_ms())
+        coordinator = GroupCoordinator.load(
+            self._config,
+            self._rng,
+            records,
+            self._clock.now_ms(),
+            self._group_configs_of(partition),
+        )
         for producer_id, open_records in pending.items():
             commits = [r for r in open_records if isinstance(r, OffsetCommitRecord)]
             coordinator.restore_txn_offsets(producer_id, commits, self._clock.now_ms())
@@ -453,7 +500,9 @@ class GroupService:
         outcome = await self._parked_call(
             request.group_id,
             wait_ms,
-            lambda coordinator, request_id, now: coordinator.join_group(request_id, request, now),
+            lambda coordinator, request_id, now: coordinator.join_group(
+                request_id, request, now, self.topics_image()
+            ),
         )
         if isinstance(outcome, ErrorCode):
             return JoinGroupResult(outcome, member_id=request.member_id)

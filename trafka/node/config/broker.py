@@ -81,6 +81,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 _INT32_MAX = 2**31 - 1
@@ -754,6 +756,15 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
         _INT32_MAX,
         "Largest KIP-848 consumer group.",
         minimum=1,
+    ),
+    _d(
+        "group.consumer.migration.policy",
+        _T.STRING,
+        "bidirectional",
+        "Conversion between classic and consumer groups with members (KIP-848 online "
+        "migration): bidirectional, upgrade (classic to consumer), downgrade (consumer to "
+        "classic) or disabled. Empty groups convert whatever the policy.",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
     ),
     _d(
         "transactional.id.expiration.ms",

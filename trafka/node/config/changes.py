@@ -31,7 +31,9 @@ node's quorum replica.
 
 Quota entities (`users/<u>`, `users/<u>/clients/<c>`, `clients/<c>`, `ips/<ip>`) are
 applied by the node's quota service (`trafka.node.quota.service`, through
-`ConfigService.on_quota_entities`). Topic creation writes
+`ConfigService.on_quota_entities`); group entities (`groups/<g>`, KIP-848 per-group configs
+in `/config/groups/<g>`) by the group coordinator (`ConfigService.on_group_configs`). Topic
+creation writes
 `/config/topics/<t>` without a notification, as Kafka does: a broker reads a new topic's
 configs with the topic.
 """
@@ -73,6 +75,7 @@ class EntityType(enum.Enum):
     USERS = "users"
     CLIENTS = "clients"
     IPS = "ips"
+    GROUPS = "groups"
 
     @property
     def is_quota(self) -> bool:
@@ -95,12 +98,17 @@ def topic_entity_path(topic: str) -> str:
     return f"{EntityType.TOPICS.value}/{topic}"
 
 
+def group_entity_path(group_id: str) -> str:
+    """`groups/<sanitized group id>` (the group's `/config/groups` child)."""
+    return f"{EntityType.GROUPS.value}/{znodes.sanitize_entity_name(group_id)}"
+
+
 def broker_entity_path(broker: int | str) -> str:
     return f"{EntityType.BROKERS.value}/{broker}"
 
 
 def parse_entity_path(entity_path: str) -> Entity | None:
-    """`topics/<t>` / `brokers/<id>` / `brokers/<default>` / `users/<u>` /
+    """`topics/<t>` / `brokers/<id>` / `brokers/<default>` / `groups/<g>` / `users/<u>` /
     `users/<u>/clients/<c>` / `clients/<c>` / `ips/<ip>`; None for anything else."""
     kind, sep, name = entity_path.partition("/")
     if not sep or not name:

@@ -13,7 +13,10 @@ DescribeConfigs / AlterConfigs / IncrementalAlterConfigs operations.
   `on_notified_topics` (the controller re-reads those topics' configs, Kafka's
   TopicConfigHandler -> `enableTopicUncleanLeaderElection`; None: every topic) and
   `on_throttles` (the replica manager re-reads its KIP-73 throttles) and
-  `on_quota_entities` (the quota service re-reads client quota entities).
+  `on_quota_entities` (the quota service re-reads client quota entities) and
+  `on_group_configs` (the group coordinator applies a group's KIP-848 overrides).
+* **Group configs** (KIP-848, resource type GROUP 32): `/config/groups/<g>`, described and
+  altered here (`trafka.node.config.group`, validated by `trafka.group.group_configs`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from trafka.group.group_configs import GroupConfigError, validate_group_configs
 from trafka.log.config import LogConfig
 from trafka.metadata_quorum import znodes
 from trafka.node.config.broker import (
@@ -39,12 +43,14 @@ from trafka.node.config.changes import (
     Entity,
     EntityType,
     broker_entity_path,
+    group_entity_path,
     notify_config_change,
     topic_entity_path,
 )
+from trafka.node.config.group import GROUP_RESOURCE, describe_group_entries, group_config_of
 from trafka.node.config.topic import TOPIC_CONFIG_DEFS
 from trafka.node.local_logs import LocalLogs
-from trafka.node.metadata_store import MetadataStore
+from trafka.node.metadata_store import MetadataStore, NoNode
 from trafka.node.topics import TopicError, TopicManager
 
 log = logging.getLogger("trafka.node.config")
@@ -122,6 +128,10 @@ async def _read_broker_entity(store: MetadataStore, entity: str) -> dict[str, An
 ConfigTransform = Callable[[dict[str, str | None]], Mapping[str, str | None]]
 
 
+MAX_GROUP_ENTITY_BYTES = 900
+"""Bound on a sanitized group id with configs (`/config/groups/<id>` must fit the tree's
+1024-byte paths); Kafka has none. Longer ids get INVALID_REQUEST."""
+
 TOPIC_SEGMENT_BYTES_MIN = 1024 * 1024
 """`segment.bytes` minimum of Kafka 4 (KIP-1030; `segment.ms` keeps its minimum of 1 ms
 until Kafka 5). Enforced on topic configs and `log.segment.bytes`; the log layer itself
@@ -153,6 +163,11 @@ class ConfigService:
         self.on_quota_entities: list[Callable[[str | None], None]] = []
         """Client quota entities changed: the entity path (`users/alice`), None: all
         (`trafka.node.quota.service.QuotaService.apply_path`)."""
+        self.on_group_configs: list[Callable[[str, Mapping[str, str]], None]] = []
+        """A group's dynamic configs (group id, its complete overrides; {}: none left)."""
+        self._groups_with_configs: set[str] = set()
+        """Group ids whose non-empty overrides the listeners were last given (a rescan tells
+        them about the ones whose node went away)."""
         topics.listeners.append(self.forget_log_configs)
 
     # ---- topic LogConfigs -------------------------------------------------------------------
@@ -252,6 +267,35 @@ class ConfigService:
             if config_def.name in defaults
         ]
 
+    async def read_group_configs(self, group_id: str) -> dict[str, str]:
+        """`/config/groups/<g>` from this node's replica of the tree ({} when absent)."""
+        raw = await self._store.get(znodes.group_config_path(group_id))
+        if not raw:
+            return {}
+        try:
+            return dict(znodes.EntityConfig.from_json(raw).config)
+        except znodes.ZNodeFormatError:
+            log.warning("ignoring malformed config of group %s", group_id)
+            return {}
+
+    async def describe_group_configs(self, group_id: str) -> list[ConfigEntry]:
+        """Every group key (KIP-848): the override (DYNAMIC_GROUP_CONFIG) or the broker's."""
+        overrides = await self.read_group_configs(group_id)
+        return [
+            ConfigEntry(name, value, False, source, False, synonyms, config_type, doc)
+            for name, value, source, synonyms, config_type, doc in describe_group_entries(
+                self.config, overrides
+            )
+        ]
+
+    async def groups_with_configs(self) -> list[str]:
+        """The group ids that have a `/config/groups` node (ListConfigResources)."""
+        try:
+            children = await self._store.children(znodes.CONFIG_GROUPS)
+        except NoNode:
+            return []
+        return sorted(znodes.desanitize_entity_name(child) for child in children)
+
     # ---- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
     async def set_broker_configs(
         self, configs: Mapping[str, str | None], *, cluster_default: bool = False
@@ -308,6 +352,8 @@ class ConfigService:
         try:
             if resource_type == TOPIC_RESOURCE:
                 await self._alter_topic_configs(name, transform, validate_only=validate_only)
+            elif resource_type == GROUP_RESOURCE:
+                await self._alter_group_configs(name, transform, validate_only=validate_only)
             elif resource_type == BROKER_RESOURCE and name in ("", str(self.node_id)):
                 cluster_default = name == ""
                 values = (
@@ -354,6 +400,51 @@ class ConfigService:
         self._sync_log_configs([name])
         self._refresh_throttles()
 
+    async def _alter_group_configs(
+        self, group_id: str, transform: ConfigTransform, *, validate_only: bool
+    ) -> None:
+        if not group_id:
+            raise TopicError(ErrorCode.invalid_request, "Group name can't be empty.")
+        if len(znodes.sanitize_entity_name(group_id).encode()) > MAX_GROUP_ENTITY_BYTES:
+            # the znode path's bound (trafka.metadata_quorum.tree.MAX_PATH_BYTES)
+            raise TopicError(ErrorCode.invalid_request, "Group name is too long for configs.")
+        await self._store.sync()
+        current: dict[str, str | None] = dict(await self.read_group_configs(group_id))
+        wanted = {k: v for k, v in transform(current).items() if v is not None}
+        try:
+            validate_group_configs(wanted, group_config_of(self.config))
+        except GroupConfigError as error:
+            raise TopicError(ErrorCode.invalid_config, str(error)) from None
+        if validate_only:
+            return
+        path = znodes.group_config_path(group_id)
+        if wanted:
+            await self._store.put(path, znodes.EntityConfig(wanted).to_json())
+        else:
+            try:
+                await self._store.delete(path)
+            except NoNode:
+                pass
+        await notify_config_change(self._store, group_entity_path(group_id))
+        self._give_group_configs(group_id, wanted)
+
+    def _give_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._groups_with_configs.add(group_id)
+        else:
+            self._groups_with_configs.discard(group_id)
+        for listener in self.on_group_configs:
+            listener(group_id, configs)
+
+    async def _reload_group_configs(self, group_ids: Sequence[str] | None) -> None:
+        """Re-read the named groups' configs (None: every `/config/groups` child, and the
+        groups whose node went away) and hand them to the `on_group_configs` listeners."""
+        if group_ids is None:
+            present = await self.groups_with_configs()
+            group_ids = sorted(set(present) | self._groups_with_configs)
+        for group_id in group_ids:
+            self._give_group_configs(group_id, await self.read_group_configs(group_id))
+
     # ---- config change notifications (trafka.node.config.changes) ---------------------------
     async def apply_config_change(self, entity: Entity) -> None:
         """One notified entity: re-read it from the local replica of the tree and apply it;
@@ -362,6 +453,9 @@ class ConfigService:
         if entity.entity_type.is_quota:
             for quota_listener in self.on_quota_entities:
                 quota_listener(entity.path)
+            return
+        if entity.entity_type is EntityType.GROUPS:
+            await self._reload_group_configs([znodes.desanitize_entity_name(entity.name)])
             return
         if entity.entity_type is EntityType.TOPICS:
             await self._reload_topic_configs([entity.name])
@@ -376,6 +470,7 @@ class ConfigService:
         (and let the `on_notified_topics` listeners re-read every topic's)."""
         await self.reload_dynamic_configs()
         await self._reload_topic_configs(list(self._topics.topics))
+        await self._reload_group_configs(None)
         self._refresh_throttles()
         for listener in self.on_notified_topics:
             listener(None)

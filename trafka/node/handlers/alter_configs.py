@@ -13,12 +13,17 @@ cache, its open logs, its replication throttles (KIP-73) and its broker config, 
 restart.
 Topic resources start from the topic's current configs in the tree (synced first, as in
 DescribeConfigs), not from a possibly stale cache.
+GROUP (32, KIP-848): the group's complete override set (`/config/groups/<g>`,
+`trafka.node.config.group`), checked against the broker's `group.consumer.min/max.*`
+bounds (INVALID_CONFIG with Kafka's messages); applied by the group's coordinator on the
+members' next heartbeats.
 Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_REQUEST.
 
 Not implemented: BROKER_LOGGER.
 
-Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker,
-on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka.
+Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker, on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED),
+as Kafka.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Per group: state (Empty, Assigning, Reconciling, Stable), group epoch, assignment epoch,
 the assignor, and per member its epoch, subscription (names and regex), current assignment
-and target assignment (topic ids and names). v1 adds `member_type` (1: a consumer member;
-classic members never join a consumer group here).
+and target assignment (topic ids and names). v1 adds `member_type` (Kafka's MemberType:
+0 a classic member of the group, KIP-848 online migration; 1 a consumer member).
 
 A group this node does not coordinate: NOT_COORDINATOR; a classic or unknown group:
 GROUP_ID_NOT_FOUND with a message (admin clients then fall back to DescribeGroups).
@@ -26,7 +26,7 @@ from trafka.node.handlers.registry import register
 from trafka.security.authorizer import AclOperation, ResourceType
 
 _UNKNOWN_OPERATIONS = -(2**31)
-_CONSUMER_MEMBER = 1
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1
 MAX_GROUPS = 10_000
 
 
@@ -81,7 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         "subscribed_topic_regex": m.subscribed_topic_regex,
                         "assignment": _assignment(m.assignment),
                         "target_assignment": _assignment(m.target_assignment),
-                        "member_type": _CONSUMER_MEMBER,
+                        "member_type": _CLASSIC_MEMBER if m.classic else _CONSUMER_MEMBER,
                     }
                     for m in described.members
                 ],

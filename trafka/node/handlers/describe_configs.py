@@ -1,4 +1,4 @@
-"""DescribeConfigs v1-4: topic and broker configs with Kafka's names, values and sources.
+"""DescribeConfigs v1-4: topic, broker and group configs with Kafka's names, values and sources.
 
 * v1: include_synonyms; config_source replaces is_default (KIP-226).
 * v2: no change. v3: include_documentation, config_type (KIP-569). v4: flexible (KIP-482).
@@ -10,6 +10,10 @@ BROKER (4) - every key of `trafka.node.config.broker` for this broker (its own i
 broker's id gets INVALID_REQUEST: clients send broker resources to that broker); the name ""
 lists the cluster-wide dynamic defaults (`/config/brokers/<default>`, only the keys set
 there, DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka does.
+GROUP (32, KIP-848) - the group keys (`consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms`): the group's override (`/config/groups/<g>`,
+DYNAMIC_GROUP_CONFIG) else the broker key it overrides (`trafka.node.config.group`); any
+group id, with or without members, as Kafka.
 `configuration_keys` filters; unknown keys are omitted.
 Sensitive values (controller.quorum.secret) are null with is_sensitive=true.
 
@@ -22,8 +26,9 @@ Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (bad resource type or broker
 
 Not implemented: BROKER_LOGGER (8) resources (INVALID_REQUEST), ACLs.
 
-Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
-broker, on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka (`config_refusal`).
+Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker, on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED),
+as Kafka (`config_refusal`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from trafka.security.authorizer import AclOperation, ResourceType
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 
 def config_refusal(
@@ -52,6 +58,10 @@ def config_refusal(
         if ctx.authorize(operation, ResourceType.TOPIC, name):
             return None
         return ErrorCode.topic_authorization_failed, f"Authorization failed for topic {name}"
+    if resource_type == GROUP_RESOURCE:
+        if ctx.authorize(operation, ResourceType.GROUP, name):
+            return None
+        return ErrorCode.group_authorization_failed, f"Authorization failed for group {name}"
     if ctx.authorize(operation):
         return None
     return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
@@ -65,6 +75,8 @@ async def refresh_topic_from_tree(ctx: RequestContext, resources: list[tuple[int
     services = ctx.services
     names = sorted({name for kind, name in resources if kind == TOPIC_RESOURCE and name})
     if not names:
+        if any(kind == GROUP_RESOURCE for kind, _ in resources):
+            await services.store.sync()  # group configs are read from the tree
         return
     await services.store.sync()
     loop_slice = LoopSlice()
@@ -108,6 +120,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results.append(result)
                 continue
             entries = services.configs.describe_topic_configs(name)
+        elif resource_type == GROUP_RESOURCE and name:
+            entries = await services.configs.describe_group_configs(name)
         elif resource_type == BROKER_RESOURCE and name == str(services.node_id):
             entries = services.configs.describe_broker_configs()
         elif resource_type == BROKER_RESOURCE and name == "":

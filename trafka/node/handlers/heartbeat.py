@@ -4,7 +4,8 @@
 * v3: group_instance_id (KIP-345, FENCED_INSTANCE_ID). v4: flexible (KIP-482).
 
 Errors (GRP-18): REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-FENCED_INSTANCE_ID, NOT_COORDINATOR (look the coordinator up again).
+FENCED_INSTANCE_ID, NOT_COORDINATOR (look the coordinator up again). A classic member of a
+KIP-848 consumer group gets REBALANCE_IN_PROGRESS when it must rejoin to reconcile.
 
 Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """

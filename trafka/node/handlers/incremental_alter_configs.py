@@ -7,12 +7,15 @@ keys such as cleanup.policy and the `*.replication.throttled.replicas` lists; IN
 on non-list keys). Same resources, storage, change notification and errors as AlterConfigs: the
 replication throttle rates (`leader/follower.replication.throttled.rate`, KIP-73) are
 dynamic broker keys (per broker, or the cluster default with the name ""), taking effect on
-every broker as soon as it applies the notification, without a restart.
+every broker as soon as it applies the notification, without a restart. GROUP resources
+(32, KIP-848: `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`) as in
+AlterConfigs (`kafka-configs --entity-type groups` uses this API).
 
 Not implemented: BROKER_LOGGER resources.
 
-Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker,
-on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED), as Kafka.
+Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for a broker, on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED),
+as Kafka.
 """
 
 from __future__ import annotations

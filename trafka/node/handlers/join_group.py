@@ -8,7 +8,9 @@
 * v6: flexible (KIP-482). v7: protocol_type in the response, protocol_name nullable
   (KIP-559).
 
-The coordinator logic is `trafka.group.coordinator`; this module only translates.
+The coordinator logic is `trafka.group.coordinator`; this module only translates. A classic
+member joining a non-empty KIP-848 consumer group (online migration) is answered at once by
+the consumer group: generation = its member epoch, no leader (the coordinator assigns).
 Not implemented: v8 `reason` (KIP-800) and v9 `skip_assignment` (KIP-814) are not
 advertised (the coordinator supports skip_assignment for a later version bump).
 

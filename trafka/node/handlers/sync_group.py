@@ -7,7 +7,9 @@
 
 Followers are parked until the leader's SyncGroup arrives (or the rebalance restarts:
 REBALANCE_IN_PROGRESS). Assignment bytes are opaque (range, roundrobin, sticky and
-cooperative-sticky all work because the clients compute them, GRP-04).
+cooperative-sticky all work because the clients compute them, GRP-04). A classic member of a
+KIP-848 consumer group (online migration) gets its server-side assignment in the consumer
+protocol's layout instead.
 
 Authorization: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
