@@ -21,7 +21,9 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 # load both cores by themselves (Spark, long multi-node runs under fault injection, the
 # fuzzer, a million-message order check; Java programs) run one at a time, each kind on one
 # worker, so two of them never share the machine's two cores; everything else is spread
-# over both workers. Without xdist (`-p no:xdist`, `-n 0`) the markers change nothing.
+# over both workers, a test module at a time: a module's tests share its module-scoped
+# fixtures (a cluster started once, not once per worker) and may build on each other's
+# state. Without xdist (`-p no:xdist`, `-n 0`) the markers change nothing.
 _GROUPS: dict[str, str] = {
     "tests/spark/": "spark",
     "tests/chaos/test_chaos_run.py": "heavy",
@@ -43,3 +45,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if path.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+        else:
+            item.add_marker(pytest.mark.xdist_group(path))
