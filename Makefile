@@ -84,8 +84,14 @@ test: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP) $(KAFKA_JARS)/.complete
 
 ## The long runs kept out of `make test` (marker `soak`, listed in docs/status.md): Spark
 ## Structured Streaming through a driver SIGKILL, the audit on a standalone Spark cluster.
+## SPARK_KAFKA_RECORDS sets the streaming copy's record count (the Must-show run:
+## `make soak SPARK_KAFKA_RECORDS=1000000`, docs/spark-kafka.md); SPARK_KAFKA_TIMEOUT bounds
+## each Spark job in seconds.
+SPARK_KAFKA_RECORDS ?= 20000
+SPARK_KAFKA_TIMEOUT ?= 900
 soak: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP)
-	$(BIN)/python -m pytest -m soak $(PYTEST_ARGS)
+	SPARK_KAFKA_RECORDS=$(SPARK_KAFKA_RECORDS) SPARK_KAFKA_TIMEOUT=$(SPARK_KAFKA_TIMEOUT) \
+		nice -n 5 $(BIN)/python -m pytest -m soak -rP $(PYTEST_ARGS)
 
 ## Everything the tests drive that a fresh clone lacks: the venv (trafka and the Python
 ## clients), kafkajs (npm); the system tools are checked, not installed.

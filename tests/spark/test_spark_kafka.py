@@ -174,16 +174,42 @@ def test_batch_reads_offsets_and_writes_back(tmp_path: Path) -> None:
         assert result["stream_progress_rows"] == 15
 
 
+def _batch_ids(folder: Path) -> set[int]:
+    """The micro-batch ids with a file in a checkpoint's `offsets` or `commits` folder."""
+    if not folder.is_dir():
+        return set()
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
+
+
 def _committed_batches(checkpoint: Path) -> int:
-    commits = checkpoint / "commits"
-    if not commits.is_dir():
-        return 0
-    return sum(1 for p in commits.iterdir() if p.name.isdigit())
+    return len(_batch_ids(checkpoint / "commits"))
+
+
+def _in_flight(checkpoint: Path) -> int | None:
+    """A micro-batch planned (its offsets written) but not committed, after two committed."""
+    committed = _batch_ids(checkpoint / "commits")
+    planned = _batch_ids(checkpoint / "offsets") - committed
+    return min(planned) if len(committed) >= 2 and planned else None
+
+
+def _uncommitted_files(out: Path) -> int:
+    """Parquet files in the sink's folder that its `_spark_metadata` log does not list."""
+    listed = set()
+    metadata = out / "_spark_metadata"
+    if metadata.is_dir():
+        for log in metadata.iterdir():
+            if not log.name.split(".")[0].isdigit() or log.name.endswith(".tmp"):
+                continue  # a log file being written (Spark renames it into place)
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    listed.add(Path(json.loads(line)["path"].split(":", 1)[-1]).name)
+    return sum(1 for p in out.glob("*.parquet") if p.name not in listed)
 
 
 @pytest.mark.soak  # minutes of Spark: `make soak`, not `make test` (docs/status.md)
 def test_streaming_to_parquet_survives_a_driver_sigkill(tmp_path: Path) -> None:
     partitions = 4
+    started = time.monotonic()
     with KnodeCluster(tmp_path / "cluster") as cluster:
         bootstrap = cluster.bootstrap_servers
         _create(bootstrap, ("copied", partitions))
@@ -192,28 +218,42 @@ def test_streaming_to_parquet_survives_a_driver_sigkill(tmp_path: Path) -> None:
             "copied",
             [(i % partitions, b"", str(i).encode()) for i in range(RECORDS)],
         )
+        produced_s = time.monotonic() - started
         per_trigger = max(RECORDS // 10, 1000)
+        batches = -(-RECORDS // per_trigger)
+        out = tmp_path / "out"
         args = {
             "bootstrap": bootstrap,
             "topic": "copied",
             "per_trigger": per_trigger,
-            "out": str(tmp_path / "out"),
+            "out": str(out),
             "checkpoint": str(tmp_path / "checkpoint"),
         }
         checkpoint = tmp_path / "checkpoint"
         first_log = (tmp_path / "first-run.log").open("wb")
+        first_started = time.monotonic()
         first = subprocess.Popen(
             ["nice", "-n", "5", sys.executable, "-m", "tests.spark.kafka_jobs", "stream",
              json.dumps(args), str(tmp_path / "first.json")],
             cwd=REPO, stdout=first_log, stderr=first_log, start_new_session=True,
         )  # fmt: skip
         try:
-            # Midway: at least two micro-batches committed, the job still running.
+            # Midway and mid-batch: two micro-batches committed and the next one planned (its
+            # offsets written, so a restart must run that same range again) but not committed;
+            # best with its first Parquet files on disk and not yet in the sink's log (which
+            # readers must then ignore): up to two more batches are given to catch that.
+            def kill_point() -> bool:
+                if first.poll() is not None:
+                    return True
+                if _in_flight(checkpoint) is None:
+                    return False
+                return _uncommitted_files(out) > 0 or _committed_batches(checkpoint) >= 4
+
             wait_until(
-                lambda: _committed_batches(checkpoint) >= 2 or first.poll() is not None,
+                kill_point,
                 timeout_s=JOB_TIMEOUT_S,
-                interval_s=0.05,
-                what="two committed micro-batches",
+                interval_s=0.02,
+                what="two committed micro-batches and a third in flight",
             )
             assert first.poll() is None, "the first run finished before it could be killed"
             # SIGKILL the driver: the Python process and the JVM it started (its group).
@@ -224,11 +264,29 @@ def test_streaming_to_parquet_survives_a_driver_sigkill(tmp_path: Path) -> None:
                 os.killpg(first.pid, signal.SIGKILL)
                 first.wait(30)
             first_log.close()
+        first_s = time.monotonic() - first_started
         killed_after = _committed_batches(checkpoint)
-        assert killed_after < -(-RECORDS // per_trigger), "killed after the last batch"
+        in_flight = _in_flight(checkpoint)
+        assert in_flight is not None, "the kill did not land inside a planned micro-batch"
+        planned = (checkpoint / "offsets" / str(in_flight)).read_text()
+        orphans = _uncommitted_files(out)
+        assert killed_after < batches, "killed after the last batch"
         assert not (tmp_path / "first.json").exists()
 
+        restart_started = time.monotonic()
         summary = _job("stream", args, tmp_path)
+        restart_s = time.monotonic() - restart_started
+        print(
+            f"\nspark-kafka streaming: {RECORDS} records in {partitions} partitions, "
+            f"{batches} micro-batches of {per_trigger}; produced in {produced_s:.0f} s; "
+            f"first run SIGKILLed after {first_s:.0f} s with {killed_after} batches committed, "
+            f"batch {in_flight} in flight ({orphans} uncommitted parquet file(s) on disk); "
+            f"restart finished in {restart_s:.0f} s; output rows {summary['rows']}, "
+            f"distinct (partition, offset) {summary['positions']}, "
+            f"duplicates {summary['rows'] - summary['positions']}, "
+            f"missing {RECORDS - summary['positions']}; "
+            f"total {time.monotonic() - started:.0f} s"
+        )
         assert summary == {
             "rows": RECORDS,
             "values": RECORDS,
@@ -236,4 +294,6 @@ def test_streaming_to_parquet_survives_a_driver_sigkill(tmp_path: Path) -> None:
             "low": 0,
             "high": RECORDS - 1,
         }
-        assert _committed_batches(checkpoint) > killed_after
+        # The restart ran the in-flight batch over the range the killed run had planned.
+        assert (checkpoint / "offsets" / str(in_flight)).read_text() == planned
+        assert _committed_batches(checkpoint) == batches
