@@ -11,7 +11,7 @@ load, not our code. Costs nothing on the request path: one sleep per `poll_s` on
 The cyclic garbage collector stops every thread and shows up in no task's stack (the stack
 ends wherever an allocation triggered it, often trio's scheduler), so its collections are
 timed too (`gc.callbacks`) and each one longer than half the threshold is logged by the
-watchdog thread (never from inside the collector) with its generation and the heap's size.
+watchdog thread (never from inside the collector) with its generation and what it freed.
 """
 
 from __future__ import annotations
@@ -83,13 +83,14 @@ class LoopWatchdog:
         while self._gc_slow:
             generation, elapsed, freed = self._gc_slow.popleft()
             self.collections_reported += 1
+            # Not gc.get_objects() for the heap's size: the list it returns holds every live
+            # object for a moment, a buffer's temporary memoryview included, and the loop
+            # thread's next resize of that buffer failed with BufferError (seen in a test).
             log.warning(
-                "garbage collection of generation %d held every thread %.2f s "
-                "(%d objects freed, %d tracked now)",
+                "garbage collection of generation %d held every thread %.2f s (%d objects freed)",
                 generation,
                 elapsed,
                 freed,
-                len(gc.get_objects()),
             )
 
     def _watch(self) -> None:
