@@ -80,7 +80,7 @@ bench-kafka: $(STAMP) $(KAFKA_JARS)/.complete
 
 ## Set up and run the whole test suite.
 test: test-deps $(JAVA_STAMP) $(SPARK_KAFKA_STAMP) $(KAFKA_JARS)/.complete
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 -m "not soak" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 -m "not soak" $(PYTEST_ARGS)
 
 ## The long runs kept out of `make test` (marker `soak`, listed in docs/status.md): Spark
 ## Structured Streaming through a driver SIGKILL, the audit on a standalone Spark cluster.
