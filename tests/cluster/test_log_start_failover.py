@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import KnodeCluster
@@ -29,12 +29,25 @@ def _leader(admin: AdminClient) -> int:
 
 
 def _earliest(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso-check"})
-    try:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)
-        return int(low)
-    finally:
-        consumer.close()
+    """The partition's log start offset as a client sees it. Asked again (bounded) while the
+    new leader is still taking over: the metadata can name it a moment before its
+    LeaderAndIsr is applied, and librdkafka answers that moment with "Unknown partition"
+    (seen once right after the election)."""
+    answers: list[int] = []
+
+    def ask() -> bool:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso-check"})
+        try:
+            low, _ = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)
+        except KafkaException:
+            return False
+        finally:
+            consumer.close()
+        answers.append(int(low))
+        return True
+
+    wait_until(ask, timeout_s=30, what="the partition's offsets from the new leader")
+    return answers[-1]
 
 
 def test_deleted_records_do_not_come_back_after_a_failover(tmp_path: Path) -> None:
