@@ -613,49 +613,29 @@ def test_older_versions_are_only_throttled_and_validate_only_is_free(
             client_id=client,
         )
         assert [r.error_code for r in refused.responses] == [THROTTLED]
+
+        def add_partitions(count: int, version: int, client_id: str) -> Any:
+            return request(
+                cluster,
+                1,
+                CREATE_PARTITIONS,
+                {
+                    "topics": [{"name": "mr-b", "count": count, "assignments": None}],
+                    "timeout": datetime.timedelta(seconds=30),
+                    "validate_only": False,
+                },
+                high=version,
+                low=version,
+                client_id=client_id,
+            )
+
         # CreatePartitions v2 adds and throttles; v3 refuses.
-        grown = request(
-            cluster,
-            1,
-            CREATE_PARTITIONS,
-            {
-                "topics": [{"name": "mr-b", "count": 12, "assignments": None}],
-                "timeout": datetime.timedelta(seconds=30),
-                "validate_only": False,
-            },
-            high=2,
-            low=2,
-            client_id=client,
-        )
+        grown = add_partitions(12, 2, client)
         assert [r.error_code for r in grown.results] == [0] and _throttle_ms(grown) > 0
-        refused = request(
-            cluster,
-            1,
-            CREATE_PARTITIONS,
-            {
-                "topics": [{"name": "mr-b", "count": 14, "assignments": None}],
-                "timeout": datetime.timedelta(seconds=30),
-                "validate_only": False,
-            },
-            high=3,
-            low=3,
-            client_id=client,
-        )
+        refused = add_partitions(14, 3, client)
         assert [r.error_code for r in refused.results] == [THROTTLED]
         # Another client id has no quota and is not refused.
-        other = request(
-            cluster,
-            1,
-            CREATE_PARTITIONS,
-            {
-                "topics": [{"name": "mr-b", "count": 14, "assignments": None}],
-                "timeout": datetime.timedelta(seconds=30),
-                "validate_only": False,
-            },
-            high=3,
-            low=3,
-            client_id="no-quota",
-        )
+        other = add_partitions(14, 3, "no-quota")
         assert [r.error_code for r in other.results] == [0] and _throttle_ms(other) == 0
     finally:
         alter(cluster, [("client-id", client)], [("controller_mutation_rate", None)])
