@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from trafka.log.checkpoint import fsync_path
 from trafka.log.errors import LogError
 
 TXN_INDEX_VERSION = 0
@@ -107,14 +108,7 @@ class TransactionIndex:
 
     def flush(self) -> None:
         """fsync the file if it exists."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.path)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose ABORT marker is at or after `offset`."""
