@@ -7,10 +7,11 @@
   last_fetched_epoch, diverging_epoch. v13: topic ids instead of names (KIP-516).
 
 Long poll: if the first read finds fewer than `min_bytes`, the request parks until an append
-or a HW move wakes it (the replica manager's append event) or `max_wait_ms` expires. A
-wake-up reads again only if one of the request's partitions has something to return
-(`ReplicaManager.fetchable` compares offsets, Kafka's DelayedFetch.tryComplete), and at the
-deadline; a follower's fetch offsets are recorded by the first read only.
+or a HW move of one of its partitions wakes it (`ReplicaManager.watch`, keyed by partition
+as Kafka's purgatory) or `max_wait_ms` expires. A wake-up reads again only the partitions
+that have something to return (`ReplicaManager.poll` compares offsets, Kafka's
+DelayedFetch.tryComplete); the others' empty answers take their current offsets; a
+follower's fetch offsets are recorded by the first read only.
 `max_bytes` bounds the response and `partition_max_bytes` each partition; the first batch
 of the first non-empty partition is returned even when larger (KIP-74), so a consumer never
 gets stuck. READ_COMMITTED reads stop at the last stable offset (= high watermark without
@@ -131,38 +132,61 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             AclOperation.READ, ResourceType.TOPIC, (w[0] for w in wanted if w[0] is not None)
         )
     deadline = trio.current_time() + max_wait_ms / 1000
-    waiter = services.replicas.append_waiter()
-    reads = await _read_all(
-        ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
-    )
-    # The first read pass is the request's only side effect (a follower's fetch offset
-    # moves the HW); what follows is waiting, which must not hold back the connection.
-    ctx.turn.release()
-    while True:
-        total = sum(_size(r) for r in reads)
-        has_error = any(r.error_code != 0 or r.preferred_read_replica >= 0 for r in reads)
-        if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
-            break
-        with trio.move_on_at(deadline):
-            await waiter.wait()
-        waiter = services.replicas.append_waiter()
-        # Woken by an append or a HW move anywhere (the first pass's own follower fetch can
-        # be the cause): read again only if one of our partitions has something, or at the
-        # deadline (the answer then carries the current high watermarks).
-        if trio.current_time() < deadline and not await _any_fetchable(
-            ctx, wanted, isolation_level, replica_id
-        ):
-            continue
+    replicas = services.replicas
+    keys = [(topic, partition) for topic, partition, *_ in wanted if topic is not None]
+    waiter = replicas.watch(keys)  # before the first read: no change in between is missed
+    try:
         reads = await _read_all(
-            ctx,
-            wanted,
-            max_bytes,
-            isolation_level,
-            replica_id,
-            readable,
-            client_rack,
-            first_pass=False,
+            ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
         )
+        # The first read pass is the request's only side effect (a follower's fetch offset
+        # moves the HW); what follows is waiting, which must not hold back the connection.
+        ctx.turn.release()
+        while True:
+            total = sum(_size(r) for r in reads)
+            has_error = any(r.error_code != 0 or r.preferred_read_replica >= 0 for r in reads)
+            if total >= min_bytes or has_error or not wanted or trio.current_time() >= deadline:
+                break
+            with trio.move_on_at(deadline):
+                await waiter.wait()
+            replicas.unwatch(keys, waiter)
+            waiter = replicas.watch(keys)
+            # Woken by an append or a HW move of one of our partitions (the first pass's
+            # own follower fetch can be the cause), or the deadline: read again only the
+            # partitions that have something; the others' answers carry their current
+            # offsets (at the deadline too).
+            at_deadline = trio.current_time() >= deadline
+            if total == 0:
+                again = await _read_changed(
+                    ctx,
+                    wanted,
+                    reads,
+                    max_bytes,
+                    isolation_level,
+                    replica_id,
+                    readable,
+                    client_rack,
+                    at_deadline=at_deadline,
+                )
+                if again is not None:
+                    reads = again
+                continue
+            if not at_deadline and not await _any_fetchable(
+                ctx, wanted, isolation_level, replica_id
+            ):
+                continue
+            reads = await _read_all(
+                ctx,
+                wanted,
+                max_bytes,
+                isolation_level,
+                replica_id,
+                readable,
+                client_rack,
+                first_pass=False,
+            )
+    finally:
+        replicas.unwatch(keys, waiter)
     if replica_id >= 0:
         services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
@@ -323,6 +347,61 @@ async def _any_fetchable(
         ):
             return True
     return False
+
+
+async def _read_changed(
+    ctx: RequestContext,
+    wanted: list[tuple[str | None, int, int, int, int]],
+    previous: list[ReadResult],
+    max_bytes: int,
+    isolation_level: int,
+    replica_id: int,
+    readable: set[str] | None,
+    client_rack: str | None,
+    *,
+    at_deadline: bool,
+) -> list[ReadResult] | None:
+    """A woken parked Fetch whose reads were all empty: read again only the partitions
+    `poll` says have something (records, or an error for the real read to name); the
+    others keep their empty answer with their current offsets. None when nothing has
+    anything and the deadline is not reached (park again)."""
+    poll = ctx.services.replicas.poll
+    reads = list(previous)
+    changed: list[int] = []
+    loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
+    for index, (topic, partition, fetch_offset, _, leader_epoch) in enumerate(wanted):
+        await loop_slice.tick()
+        if topic is None:
+            continue  # answered UNKNOWN_TOPIC_ID by the first pass
+        offsets = poll(
+            topic,
+            partition,
+            fetch_offset,
+            isolation_level=isolation_level,
+            current_leader_epoch=leader_epoch,
+            replica_id=replica_id,
+        )
+        if offsets is None:
+            changed.append(index)
+            continue
+        old = previous[index]
+        if (old.high_watermark, old.last_stable_offset, old.log_start_offset) != offsets:
+            reads[index] = ReadResult(0, *offsets)
+    if not changed:
+        return reads if at_deadline else None
+    fresh = await _read_all(
+        ctx,
+        [wanted[index] for index in changed],
+        max_bytes,
+        isolation_level,
+        replica_id,
+        readable,
+        client_rack,
+        first_pass=False,
+    )
+    for index, result in zip(changed, fresh, strict=True):
+        reads[index] = result
+    return reads
 
 
 async def _read_all(

@@ -105,6 +105,9 @@ class FetchOutcome:
     isr_write: IsrWrite | None = None
 
 
+_NOTHING_CHANGED = FetchOutcome(high_watermark_advanced=False)
+
+
 @dataclass(slots=True)
 class PartitionLeaderState:
     """Leader-side replica bookkeeping of one partition, for one leader epoch."""
@@ -191,6 +194,8 @@ class PartitionLeaderState:
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:
         """REP-15: HW = min LEO over leader + qualifying followers; only ever increases."""
         candidate = self.log_end_offset
+        if candidate <= self.high_watermark:
+            return False  # the minimum is at most the leader's LEO (most follower fetches)
         maximal_isr = self.maximal_isr()
         for broker, follower in self.followers.items():
             recently_caught_up = (
@@ -220,7 +225,7 @@ class PartitionLeaderState:
         """A follower fetched from `fetch_offset` (its LEO, REP-11, REP-34)."""
         state = self.followers.get(follower)
         if state is None:
-            return FetchOutcome(high_watermark_advanced=False)
+            return _NOTHING_CHANGED
         if fetch_offset >= self.log_end_offset:
             state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, now_ms)
         elif fetch_offset >= state.last_fetch_leader_log_end_offset >= 0:
@@ -232,6 +237,8 @@ class PartitionLeaderState:
         state.last_fetch_time_ms = now_ms
         isr_write = self._maybe_expand_isr(follower, state)
         advanced = self.maybe_increment_high_watermark(now_ms)
+        if isr_write is None and not advanced:
+            return _NOTHING_CHANGED
         return FetchOutcome(high_watermark_advanced=advanced, isr_write=isr_write)
 
     def _maybe_expand_isr(self, follower: BrokerId, state: FollowerState) -> IsrWrite | None:

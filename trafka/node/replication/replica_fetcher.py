@@ -389,7 +389,7 @@ class ReplicaFetchers:
                 high_watermark_before = int(log_.high_watermark)
                 log_.update_high_watermark(min(log_end_offset, int(p.high_watermark)))
                 if int(log_.high_watermark) > high_watermark_before:
-                    self.replica_manager.follower_high_watermark_advanced()  # KIP-392
+                    self.replica_manager.follower_high_watermark_advanced(tp.topic, tp.partition)
                 new_start = follower_log_start_offset(
                     int(p.log_start_offset), int(log_.log_start_offset), int(log_.high_watermark)
                 )

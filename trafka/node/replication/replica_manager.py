@@ -26,9 +26,12 @@ The entry points the handlers call:
 * `read(topic, partition, fetch_offset, max_bytes=, isolation_level=, ...)` -> `ReadResult`
 * `list_offset(topic, partition, timestamp, ...)` -> `OffsetResult`
 
-Long-poll fetches park on `append_waiter()`: a `trio.Event` that is set (and replaced) on
-every successful append and HW move, so parked fetches wake, check their partitions'
-offsets (`fetchable`, no read) and read again only when one has something to return.
+Long-poll fetches and acks=all produces park on `watch(keys)`: a `trio.Event` registered
+under each of their partitions (Kafka's purgatory watch keys), set by an append, a HW move
+or a follower's HW move of one of those partitions, and by any leadership change (every
+watcher). A woken fetch checks its partitions' offsets (`poll`, no read) and reads again only
+the partitions that have something to return. (One event for everything woke every parked
+fetch and every acks=all produce on each append anywhere: O(parked x partitions) per append.)
 
 Log errors become Kafka error codes here (trafka.log.errors -> ErrorCode), never exceptions
 escaping to the connection.
@@ -238,7 +241,7 @@ class ReplicaManager:
         self._log_manager = log_manager
         self._log_config_for = log_config_for
         self._now_ms = clock.now_ms
-        self._append_event = trio.Event()
+        self._watchers: dict[tuple[str, int], set[trio.Event]] = {}
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._store = store
         self._isr_writes = isr_writes
@@ -373,7 +376,7 @@ class ReplicaManager:
         log = self._log_manager.get(tp.topic, tp.partition)
         if state is not None and log is not None:
             log.update_high_watermark(int(state.high_watermark))
-        self._wake_fetches()
+        self._wake_partition(tp.topic, tp.partition)
 
     def follower_fetched(
         self, topic: str, partition: int, replica_id: int, fetch_offset: int
@@ -516,13 +519,40 @@ class ReplicaManager:
         self.leader_quota.record(total, self._now_ms())
 
     # ---- plumbing -----------------------------------------------------------------------------
-    def append_waiter(self) -> trio.Event:
-        """An event set by the next successful append (for parked fetches)."""
-        return self._append_event
+    def watch(self, keys: Iterable[tuple[str, int]]) -> trio.Event:
+        """An event set by the next append, HW move or follower HW move of one of the
+        (topic, partition) `keys`, or by any leadership change. Pair with `unwatch`."""
+        event = trio.Event()
+        watchers = self._watchers
+        for key in keys:
+            events = watchers.get(key)
+            if events is None:
+                watchers[key] = {event}
+            else:
+                events.add(event)
+        return event
+
+    def unwatch(self, keys: Iterable[tuple[str, int]], event: trio.Event) -> None:
+        watchers = self._watchers
+        for key in keys:
+            events = watchers.get(key)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del watchers[key]
+
+    def _wake_partition(self, topic: str, partition: int) -> None:
+        events = self._watchers.pop((topic, partition), None)
+        if events:
+            for event in events:
+                event.set()
 
     def _wake_fetches(self) -> None:
-        self._append_event.set()
-        self._append_event = trio.Event()
+        """Leadership changed: every watcher checks again (rare: LeaderAndIsr, StopReplica)."""
+        watchers, self._watchers = self._watchers, {}
+        for events in watchers.values():
+            for event in events:
+                event.set()
 
     def _leader_log(
         self, topic: str, partition: int, *, allow_follower: bool = False
@@ -738,15 +768,19 @@ class ReplicaManager:
     ) -> ErrorCode:
         """The produce purgatory (REP-30): park until the HW passes `required`."""
         deadline_ms = self._now_ms() + max(0, timeout_ms)
+        keys = ((tp.topic, tp.partition),)
         while True:
-            waiter = self._append_event
-            outcome = acks_all_outcome(
-                self.leaders.get(tp), leader_epoch, required, self._now_ms(), deadline_ms
-            )
-            if outcome is not None:
-                return outcome
-            with trio.move_on_after(max(0.0, (deadline_ms - self._now_ms()) / 1000) + 0.001):
-                await waiter.wait()
+            waiter = self.watch(keys)
+            try:
+                outcome = acks_all_outcome(
+                    self.leaders.get(tp), leader_epoch, required, self._now_ms(), deadline_ms
+                )
+                if outcome is not None:
+                    return outcome
+                with trio.move_on_after(max(0.0, (deadline_ms - self._now_ms()) / 1000) + 0.001):
+                    await waiter.wait()
+            finally:
+                self.unwatch(keys, waiter)
 
     # ---- fetch --------------------------------------------------------------------------------
     def read(
@@ -872,10 +906,10 @@ class ReplicaManager:
             self._racks = (now_ms, racks)
         return racks
 
-    def follower_high_watermark_advanced(self) -> None:
+    def follower_high_watermark_advanced(self, topic: str, partition: int) -> None:
         """A follower's HW moved (the replica fetcher): wake the consumers long-polling this
         follower (KIP-392; Kafka's fetcher completes their delayed fetches likewise)."""
-        self._wake_fetches()
+        self._wake_partition(topic, partition)
 
     def fetchable(
         self,
@@ -887,29 +921,58 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         replica_id: int = -1,
     ) -> bool:
-        """Could `read` now answer this partition with records or an error? Kafka's
-        `DelayedFetch.tryComplete`: a parked Fetch woken by an append or a HW move checks
-        its partitions' offsets and reads again only when one has something (reading every
-        partition of a follower's Fetch on every wake-up cost the leader most of its CPU
-        under synchronous commits, docs/performance.md "commit latency"). No read, no side
-        effect; anything unusual (not the leader, another epoch, an offset out of range)
-        says yes so that the real read answers it."""
+        """Could `read` now answer this partition with records or an error? (`poll`)"""
+        return (
+            self.poll(
+                topic,
+                partition,
+                fetch_offset,
+                isolation_level=isolation_level,
+                current_leader_epoch=current_leader_epoch,
+                replica_id=replica_id,
+            )
+            is None
+        )
+
+    def poll(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        *,
+        isolation_level: int,
+        current_leader_epoch: int = -1,
+        replica_id: int = -1,
+    ) -> tuple[int, int, int] | None:
+        """None if `read` could now answer this partition with records or an error; else
+        the (high watermark, last stable offset, log start offset) of its empty answer.
+        Kafka's `DelayedFetch.tryComplete`: a parked Fetch woken by an append or a HW move
+        checks its partitions' offsets and reads again only those that have something
+        (reading every partition of a follower's Fetch on every wake-up cost the leader
+        most of its CPU under synchronous commits, docs/performance.md "commit latency").
+        No read, no side effect; anything unusual (not the leader, another epoch, an
+        offset out of range) answers None so that the real read answers it."""
         leader = self.leaders.get(TopicPartition(topic, partition))
         log = self._log_manager.get(topic, partition)
         if leader is None or log is None:
-            return True
+            return None
         if current_leader_epoch >= 0 and current_leader_epoch != int(leader.leader_epoch):
-            return True
+            return None
         log_end_offset = int(log.log_end_offset)
-        if fetch_offset < int(log.log_start_offset) or fetch_offset > log_end_offset:
-            return True
+        log_start_offset = int(log.log_start_offset)
+        if fetch_offset < log_start_offset or fetch_offset > log_end_offset:
+            return None
+        high_watermark = int(log.high_watermark)
+        last_stable_offset = int(getattr(log, "last_stable_offset", high_watermark))
         if replica_id >= 0:
             upper = log_end_offset  # followers replicate up to the LEO (REP-11)
         elif isolation_level == READ_COMMITTED:
-            upper = int(getattr(log, "last_stable_offset", log.high_watermark))
+            upper = last_stable_offset
         else:
-            upper = int(log.high_watermark)
-        return fetch_offset < upper
+            upper = high_watermark
+        if fetch_offset < upper:
+            return None
+        return high_watermark, last_stable_offset, log_start_offset
 
     def _leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
         leader = self.leaders.get(TopicPartition(topic, partition))
