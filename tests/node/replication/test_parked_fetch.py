@@ -129,3 +129,45 @@ async def test_only_the_first_read_of_a_fetch_records_the_follower(
     # the Fetch's first read records the follower's offset: the HW follows
     assert _follower_read(manager, 2) == 0
     assert int(log.high_watermark) == 2
+
+
+async def test_a_parked_fetch_wakes_only_for_its_own_partitions(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    mine = manager.watch([(TOPIC, 0)])
+    elsewhere = manager.watch([("other", 0), ("other", 1)])
+    _append(manager)  # an append to parked-0 wakes its watchers only
+    assert mine.is_set()
+    assert not elsewhere.is_set()
+    manager.unwatch([(TOPIC, 0)], mine)
+    # the follower's fetch moves the HW of parked-0: again only its watchers
+    again = manager.watch([(TOPIC, 0)])
+    _follower_read(manager, 1)
+    assert again.is_set()
+    assert not elsewhere.is_set()
+    # a leadership change wakes every watcher (their partitions may have changed hands)
+    manager.apply_leader_and_isr([PartitionStateUpdate(TOPIC, 0, 1, 1, 2, (1, 2), 0, (1, 2))])
+    assert elsewhere.is_set()
+
+
+async def test_an_unwatched_event_is_not_woken_again(tmp_path: Path, store: MetadataStore) -> None:
+    manager = await _leader(tmp_path, store)
+    keys = [(TOPIC, 0)]
+    for _ in range(3):
+        old = manager.watch(keys)
+        manager.unwatch(keys, old)
+    _append(manager)
+    assert not old.is_set()  # forgotten: a parked fetch that left is not kept alive
+
+
+async def test_poll_gives_the_offsets_of_an_empty_answer(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 2)
+    assert manager.poll(TOPIC, 0, 1, isolation_level=0, replica_id=2) is None  # records
+    _follower_read(manager, 2)  # HW 2
+    assert manager.poll(TOPIC, 0, 2, isolation_level=0, replica_id=2) == (2, 2, 0)
+    assert manager.poll(TOPIC, 0, 2, isolation_level=1) == (2, 2, 0)
+    assert manager.poll(TOPIC, 0, 1, isolation_level=0) is None
