@@ -141,11 +141,17 @@ async def test_a_parked_fetch_wakes_only_for_its_own_partitions(
     assert mine.is_set()
     assert not elsewhere.is_set()
     manager.unwatch([(TOPIC, 0)], mine)
-    # the follower's fetch moves the HW of parked-0: again only its watchers
+    # the follower's fetch moves the HW of parked-0: its HW watchers (consumers, acks=all
+    # produces) wake; a follower's parked fetch waits for records, not for the HW
     again = manager.watch([(TOPIC, 0)])
+    follower = manager.watch([(TOPIC, 0)], log_end=True)
     _follower_read(manager, 1)
     assert again.is_set()
+    assert not follower.is_set()
     assert not elsewhere.is_set()
+    _append(manager)
+    assert follower.is_set()
+    manager.unwatch([(TOPIC, 0)], follower, log_end=True)
     # a leadership change wakes every watcher (their partitions may have changed hands)
     manager.apply_leader_and_isr([PartitionStateUpdate(TOPIC, 0, 1, 1, 2, (1, 2), 0, (1, 2))])
     assert elsewhere.is_set()

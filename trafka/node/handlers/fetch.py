@@ -134,7 +134,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = trio.current_time() + max_wait_ms / 1000
     replicas = services.replicas
     keys = [(topic, partition) for topic, partition, *_ in wanted if topic is not None]
-    waiter = replicas.watch(keys)  # before the first read: no change in between is missed
+    log_end = replica_id >= 0  # a follower waits for appends, a consumer for the HW
+    waiter = replicas.watch(keys, log_end=log_end)  # before the first read: nothing missed
     try:
         reads = await _read_all(
             ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
@@ -149,8 +150,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 break
             with trio.move_on_at(deadline):
                 await waiter.wait()
-            replicas.unwatch(keys, waiter)
-            waiter = replicas.watch(keys)
+            replicas.unwatch(keys, waiter, log_end=log_end)
+            waiter = replicas.watch(keys, log_end=log_end)
             # Woken by an append or a HW move of one of our partitions (the first pass's
             # own follower fetch can be the cause), or the deadline: read again only the
             # partitions that have something; the others' answers carry their current
@@ -186,7 +187,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 first_pass=False,
             )
     finally:
-        replicas.unwatch(keys, waiter)
+        replicas.unwatch(keys, waiter, log_end=log_end)
     if replica_id >= 0:
         services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)

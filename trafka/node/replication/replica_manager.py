@@ -242,6 +242,11 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self._now_ms = clock.now_ms
         self._watchers: dict[tuple[str, int], set[trio.Event]] = {}
+        """Waiting for a HW (or LSO) move: consumers' fetches, acks=all produces."""
+        self._log_end_watchers: dict[tuple[str, int], set[trio.Event]] = {}
+        """Waiting for an append: followers' fetches (they replicate up to the log end and
+        learn a HW move with their next records or at their fetch's deadline, as Kafka's
+        DelayedFetch completes a follower's fetch on bytes only)."""
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._store = store
         self._isr_writes = isr_writes
@@ -371,12 +376,14 @@ class ReplicaManager:
             log_.exception("cannot read min.insync.replicas of %s; keeping %d", topic, in_force)
             return in_force
 
-    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+    def _high_watermark_moved(self, tp: TopicPartition, *, appended: bool = False) -> None:
+        """The HW of a partition this node leads may have moved (`appended`: after an
+        append, which also wakes its followers' parked fetches)."""
         state = self.leaders.get(tp)
         log = self._log_manager.get(tp.topic, tp.partition)
         if state is not None and log is not None:
             log.update_high_watermark(int(state.high_watermark))
-        self._wake_partition(tp.topic, tp.partition)
+        self._wake_partition(tp.topic, tp.partition, appended=appended)
 
     def follower_fetched(
         self, topic: str, partition: int, replica_id: int, fetch_offset: int
@@ -519,11 +526,12 @@ class ReplicaManager:
         self.leader_quota.record(total, self._now_ms())
 
     # ---- plumbing -----------------------------------------------------------------------------
-    def watch(self, keys: Iterable[tuple[str, int]]) -> trio.Event:
-        """An event set by the next append, HW move or follower HW move of one of the
-        (topic, partition) `keys`, or by any leadership change. Pair with `unwatch`."""
+    def watch(self, keys: Iterable[tuple[str, int]], *, log_end: bool = False) -> trio.Event:
+        """An event set by the next HW move (or append, or follower HW move) of one of the
+        (topic, partition) `keys`, or by any leadership change; `log_end` (a follower's
+        fetch): by the next append instead. Pair with `unwatch`."""
         event = trio.Event()
-        watchers = self._watchers
+        watchers = self._log_end_watchers if log_end else self._watchers
         for key in keys:
             events = watchers.get(key)
             if events is None:
@@ -532,8 +540,10 @@ class ReplicaManager:
                 events.add(event)
         return event
 
-    def unwatch(self, keys: Iterable[tuple[str, int]], event: trio.Event) -> None:
-        watchers = self._watchers
+    def unwatch(
+        self, keys: Iterable[tuple[str, int]], event: trio.Event, *, log_end: bool = False
+    ) -> None:
+        watchers = self._log_end_watchers if log_end else self._watchers
         for key in keys:
             events = watchers.get(key)
             if events is not None:
@@ -541,18 +551,24 @@ class ReplicaManager:
                 if not events:
                     del watchers[key]
 
-    def _wake_partition(self, topic: str, partition: int) -> None:
+    def _wake_partition(self, topic: str, partition: int, *, appended: bool = False) -> None:
         events = self._watchers.pop((topic, partition), None)
         if events:
             for event in events:
                 event.set()
+        if appended:
+            events = self._log_end_watchers.pop((topic, partition), None)
+            if events:
+                for event in events:
+                    event.set()
 
     def _wake_fetches(self) -> None:
         """Leadership changed: every watcher checks again (rare: LeaderAndIsr, StopReplica)."""
-        watchers, self._watchers = self._watchers, {}
-        for events in watchers.values():
-            for event in events:
-                event.set()
+        for watchers in (self._watchers, self._log_end_watchers):
+            for events in watchers.values():
+                for event in events:
+                    event.set()
+            watchers.clear()
 
     def _leader_log(
         self, topic: str, partition: int, *, allow_follower: bool = False
@@ -683,7 +699,7 @@ class ReplicaManager:
             )
         if not info.duplicate:
             leader.on_append(Offset(int(log.log_end_offset)), self._now_ms())
-            self._high_watermark_moved(tp)
+            self._high_watermark_moved(tp, appended=True)
             self.metrics.produced(
                 topic, int(info.last_offset) - int(info.first_offset) + 1, len(records)
             )
@@ -757,7 +773,7 @@ class ReplicaManager:
         except Exception as error:
             return _error_for(error)[0]
         self.leaders[tp].on_append(Offset(int(log.log_end_offset)), self._now_ms())
-        self._high_watermark_moved(tp)
+        self._high_watermark_moved(tp, appended=True)
         outcome = await self._wait_for_replication(
             tp, LeaderEpoch(leader_epoch), Offset(int(info.last_offset) + 1), timeout_ms
         )
