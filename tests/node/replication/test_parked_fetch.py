@@ -135,26 +135,27 @@ async def test_a_parked_fetch_wakes_only_for_its_own_partitions(
     tmp_path: Path, store: MetadataStore
 ) -> None:
     manager = await _leader(tmp_path, store)
-    mine = manager.watch([(TOPIC, 0)])
+    mine = manager.watch([(TOPIC, 0), ("other", 0)])
     elsewhere = manager.watch([("other", 0), ("other", 1)])
-    _append(manager)  # an append to parked-0 wakes its watchers only
-    assert mine.is_set()
-    assert not elsewhere.is_set()
-    manager.unwatch([(TOPIC, 0)], mine)
+    _append(manager)  # an append to parked-0 wakes its watchers only, naming it
+    assert mine.event.is_set()
+    assert not elsewhere.event.is_set()
+    assert manager.rearm(mine, [(TOPIC, 0), ("other", 0)]) == [(TOPIC, 0)]
+    assert not mine.event.is_set()
     # the follower's fetch moves the HW of parked-0: its HW watchers (consumers, acks=all
     # produces) wake; a follower's parked fetch waits for records, not for the HW
-    again = manager.watch([(TOPIC, 0)])
     follower = manager.watch([(TOPIC, 0)], log_end=True)
     _follower_read(manager, 1)
-    assert again.is_set()
-    assert not follower.is_set()
-    assert not elsewhere.is_set()
+    assert mine.event.is_set()  # rearmed: registered again under parked-0
+    assert not follower.event.is_set()
+    assert not elsewhere.event.is_set()
     _append(manager)
-    assert follower.is_set()
-    manager.unwatch([(TOPIC, 0)], follower, log_end=True)
+    assert follower.event.is_set()
+    manager.unwatch(follower, [(TOPIC, 0)])
     # a leadership change wakes every watcher (their partitions may have changed hands)
     manager.apply_leader_and_isr([PartitionStateUpdate(TOPIC, 0, 1, 1, 2, (1, 2), 0, (1, 2))])
-    assert elsewhere.is_set()
+    assert elsewhere.event.is_set()
+    assert manager.rearm(elsewhere, [("other", 0), ("other", 1)]) is None
 
 
 async def test_an_unwatched_event_is_not_woken_again(tmp_path: Path, store: MetadataStore) -> None:
@@ -162,9 +163,9 @@ async def test_an_unwatched_event_is_not_woken_again(tmp_path: Path, store: Meta
     keys = [(TOPIC, 0)]
     for _ in range(3):
         old = manager.watch(keys)
-        manager.unwatch(keys, old)
+        manager.unwatch(old, keys)
     _append(manager)
-    assert not old.is_set()  # forgotten: a parked fetch that left is not kept alive
+    assert not old.event.is_set()  # forgotten: a parked fetch that left is not kept alive
 
 
 async def test_poll_gives_the_offsets_of_an_empty_answer(

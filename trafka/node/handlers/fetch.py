@@ -134,8 +134,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = trio.current_time() + max_wait_ms / 1000
     replicas = services.replicas
     keys = [(topic, partition) for topic, partition, *_ in wanted if topic is not None]
-    log_end = replica_id >= 0  # a follower waits for appends, a consumer for the HW
-    waiter = replicas.watch(keys, log_end=log_end)  # before the first read: nothing missed
+    # a follower waits for appends, a consumer for the HW; registered before the first
+    # read, so that no change in between is missed
+    waiter = replicas.watch(keys, log_end=replica_id >= 0)
+    positions: dict[tuple[str, int], list[int]] | None = None
     try:
         reads = await _read_all(
             ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
@@ -150,14 +152,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 break
             with trio.move_on_at(deadline):
                 await waiter.wait()
-            replicas.unwatch(keys, waiter, log_end=log_end)
-            waiter = replicas.watch(keys, log_end=log_end)
-            # Woken by an append or a HW move of one of our partitions (the first pass's
-            # own follower fetch can be the cause), or the deadline: read again only the
-            # partitions that have something; the others' answers carry their current
-            # offsets (at the deadline too).
+            fired = replicas.rearm(waiter, keys)
+            # Woken by an append or a HW move of some of our partitions (the first pass's
+            # own follower fetch can be the cause), or the deadline: read again only those
+            # that have something (Kafka's DelayedFetch.tryComplete); the others' answers
+            # carry their current offsets (all of them at the deadline).
             at_deadline = trio.current_time() >= deadline
             if total == 0:
+                only = None
+                if fired is not None and not at_deadline:
+                    if positions is None:
+                        positions = _positions(wanted)
+                    only = sorted({i for key in fired for i in positions.get(key, ())})
                 again = await _read_changed(
                     ctx,
                     wanted,
@@ -168,6 +174,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     readable,
                     client_rack,
                     at_deadline=at_deadline,
+                    only=only,
                 )
                 if again is not None:
                     reads = again
@@ -187,7 +194,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 first_pass=False,
             )
     finally:
-        replicas.unwatch(keys, waiter, log_end=log_end)
+        replicas.unwatch(waiter, keys)
     if replica_id >= 0:
         services.replicas.record_leader_throttled_bytes(
             (topic, partition, result.size)
@@ -350,6 +357,17 @@ async def _any_fetchable(
     return False
 
 
+def _positions(
+    wanted: list[tuple[str | None, int, int, int, int]],
+) -> dict[tuple[str, int], list[int]]:
+    """(topic, partition) -> its positions in the request (a partition may repeat)."""
+    positions: dict[tuple[str, int], list[int]] = {}
+    for index, (topic, partition, *_) in enumerate(wanted):
+        if topic is not None:
+            positions.setdefault((topic, partition), []).append(index)
+    return positions
+
+
 async def _read_changed(
     ctx: RequestContext,
     wanted: list[tuple[str | None, int, int, int, int]],
@@ -361,16 +379,19 @@ async def _read_changed(
     client_rack: str | None,
     *,
     at_deadline: bool,
+    only: list[int] | None = None,
 ) -> list[ReadResult] | None:
     """A woken parked Fetch whose reads were all empty: read again only the partitions
     `poll` says have something (records, or an error for the real read to name); the
-    others keep their empty answer with their current offsets. None when nothing has
-    anything and the deadline is not reached (park again)."""
+    others keep their empty answer with their current offsets. `only`: the positions of
+    the partitions whose watch fired (None: all). None when nothing has anything and the
+    deadline is not reached (park again)."""
     poll = ctx.services.replicas.poll
     reads = list(previous)
     changed: list[int] = []
     loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
-    for index, (topic, partition, fetch_offset, _, leader_epoch) in enumerate(wanted):
+    for index in range(len(wanted)) if only is None else only:
+        topic, partition, fetch_offset, _, leader_epoch = wanted[index]
         await loop_slice.tick()
         if topic is None:
             continue  # answered UNKNOWN_TOPIC_ID by the first pass

@@ -173,6 +173,32 @@ class PendingAppend:
     log: PartitionLog
 
 
+Key = tuple[str, int]
+"""A watched partition: (topic, partition)."""
+
+
+class PartitionWatch:
+    """A parked Fetch's or acks=all produce's registration (`ReplicaManager.watch`): the
+    event to wait on and the partitions that fired since it was armed (None: any)."""
+
+    __slots__ = ("event", "fired", "log_end")
+
+    def __init__(self, log_end: bool) -> None:
+        self.event = trio.Event()
+        self.fired: list[Key] | None = []
+        self.log_end = log_end
+
+    def fire(self, key: Key | None) -> None:
+        if key is None:
+            self.fired = None
+        elif self.fired is not None:
+            self.fired.append(key)
+        self.event.set()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     error_code: int
@@ -241,9 +267,9 @@ class ReplicaManager:
         self._log_manager = log_manager
         self._log_config_for = log_config_for
         self._now_ms = clock.now_ms
-        self._watchers: dict[tuple[str, int], set[trio.Event]] = {}
+        self._watchers: dict[Key, set[PartitionWatch]] = {}
         """Waiting for a HW (or LSO) move: consumers' fetches, acks=all produces."""
-        self._log_end_watchers: dict[tuple[str, int], set[trio.Event]] = {}
+        self._log_end_watchers: dict[Key, set[PartitionWatch]] = {}
         """Waiting for an append: followers' fetches (they replicate up to the log end and
         learn a HW move with their next records or at their fetch's deadline, as Kafka's
         DelayedFetch completes a follower's fetch on bytes only)."""
@@ -526,48 +552,61 @@ class ReplicaManager:
         self.leader_quota.record(total, self._now_ms())
 
     # ---- plumbing -----------------------------------------------------------------------------
-    def watch(self, keys: Iterable[tuple[str, int]], *, log_end: bool = False) -> trio.Event:
-        """An event set by the next HW move (or append, or follower HW move) of one of the
+    def watch(self, keys: Iterable[tuple[str, int]], *, log_end: bool = False) -> PartitionWatch:
+        """A watch woken by the next HW move (or append, or follower HW move) of one of the
         (topic, partition) `keys`, or by any leadership change; `log_end` (a follower's
-        fetch): by the next append instead. Pair with `unwatch`."""
-        event = trio.Event()
-        watchers = self._log_end_watchers if log_end else self._watchers
-        for key in keys:
-            events = watchers.get(key)
-            if events is None:
-                watchers[key] = {event}
-            else:
-                events.add(event)
-        return event
+        fetch): by the next append instead. After a wake `rearm` it; `unwatch` it at the
+        end."""
+        watch = PartitionWatch(log_end)
+        self._register(watch, keys)
+        return watch
 
-    def unwatch(
-        self, keys: Iterable[tuple[str, int]], event: trio.Event, *, log_end: bool = False
-    ) -> None:
-        watchers = self._log_end_watchers if log_end else self._watchers
+    def rearm(self, watch: PartitionWatch, keys: Iterable[tuple[str, int]]) -> list[Key] | None:
+        """After a wake: a fresh event, registered again under the keys that fired (the
+        others still hold it), and those keys returned (None: all of them may have
+        changed, a leadership change)."""
+        fired = watch.fired
+        watch.event = trio.Event()
+        watch.fired = []
+        self._register(watch, keys if fired is None else fired)
+        return fired
+
+    def _register(self, watch: PartitionWatch, keys: Iterable[Key]) -> None:
+        watchers = self._log_end_watchers if watch.log_end else self._watchers
         for key in keys:
-            events = watchers.get(key)
-            if events is not None:
-                events.discard(event)
-                if not events:
+            watches = watchers.get(key)
+            if watches is None:
+                watchers[key] = {watch}
+            else:
+                watches.add(watch)
+
+    def unwatch(self, watch: PartitionWatch, keys: Iterable[tuple[str, int]]) -> None:
+        watchers = self._log_end_watchers if watch.log_end else self._watchers
+        for key in keys:
+            watches = watchers.get(key)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
                     del watchers[key]
 
     def _wake_partition(self, topic: str, partition: int, *, appended: bool = False) -> None:
-        events = self._watchers.pop((topic, partition), None)
-        if events:
-            for event in events:
-                event.set()
+        key = (topic, partition)
+        watches = self._watchers.pop(key, None)
+        if watches:
+            for watch in watches:
+                watch.fire(key)
         if appended:
-            events = self._log_end_watchers.pop((topic, partition), None)
-            if events:
-                for event in events:
-                    event.set()
+            watches = self._log_end_watchers.pop(key, None)
+            if watches:
+                for watch in watches:
+                    watch.fire(key)
 
     def _wake_fetches(self) -> None:
         """Leadership changed: every watcher checks again (rare: LeaderAndIsr, StopReplica)."""
         for watchers in (self._watchers, self._log_end_watchers):
-            for events in watchers.values():
-                for event in events:
-                    event.set()
+            for watches in watchers.values():
+                for watch in watches:
+                    watch.fire(None)
             watchers.clear()
 
     def _leader_log(
@@ -785,9 +824,9 @@ class ReplicaManager:
         """The produce purgatory (REP-30): park until the HW passes `required`."""
         deadline_ms = self._now_ms() + max(0, timeout_ms)
         keys = ((tp.topic, tp.partition),)
-        while True:
-            waiter = self.watch(keys)
-            try:
+        waiter = self.watch(keys)
+        try:
+            while True:
                 outcome = acks_all_outcome(
                     self.leaders.get(tp), leader_epoch, required, self._now_ms(), deadline_ms
                 )
@@ -795,8 +834,9 @@ class ReplicaManager:
                     return outcome
                 with trio.move_on_after(max(0.0, (deadline_ms - self._now_ms()) / 1000) + 0.001):
                     await waiter.wait()
-            finally:
-                self.unwatch(keys, waiter)
+                self.rearm(waiter, keys)
+        finally:
+            self.unwatch(waiter, keys)
 
     # ---- fetch --------------------------------------------------------------------------------
     def read(
