@@ -178,3 +178,21 @@ async def test_poll_gives_the_offsets_of_an_empty_answer(
     assert manager.poll(TOPIC, 0, 2, isolation_level=0, replica_id=2) == (2, 2, 0)
     assert manager.poll(TOPIC, 0, 2, isolation_level=1) == (2, 2, 0)
     assert manager.poll(TOPIC, 0, 1, isolation_level=0) is None
+
+
+async def test_a_caught_up_followers_read_is_recorded_and_checked(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    manager = await _leader(tmp_path, store)
+    _append(manager, 2)
+    log = manager.get_or_create_log(TOPIC, 0)
+    # at the log end (the common case, answered without the general path's lookups): the
+    # follower's offset is recorded (the HW follows) and the answer is empty
+    result = manager.read(TOPIC, 0, 2, max_bytes=1 << 20, isolation_level=0, replica_id=2)
+    assert (result.error_code, result.size, result.high_watermark) == (0, 0, 2)
+    assert int(log.high_watermark) == 2
+    # still checked like any read: a newer leader epoch than the leader's is refused
+    stale = manager.read(
+        TOPIC, 0, 2, max_bytes=1 << 20, isolation_level=0, replica_id=2, current_leader_epoch=7
+    )
+    assert stale.error_code == 74  # UNKNOWN_LEADER_EPOCH

@@ -417,8 +417,12 @@ class ReplicaManager:
         """A follower's Fetch (trigger 4): its LEO, maybe an ISR expansion, maybe the HW."""
         tp = TopicPartition(topic, partition)
         state = self.leaders.get(tp)
-        if state is None:
-            return
+        if state is not None:
+            self._follower_fetched(tp, state, replica_id, fetch_offset)
+
+    def _follower_fetched(
+        self, tp: TopicPartition, state: PartitionLeaderState, replica_id: int, fetch_offset: int
+    ) -> None:
         outcome = state.on_follower_fetch(
             BrokerId(replica_id), Offset(fetch_offset), self._now_ms()
         )
@@ -862,6 +866,27 @@ class ReplicaManager:
         LEO, maybe the ISR, maybe the HW) unless `record_follower_fetch` is False: a parked
         Fetch read again records nothing, its offset was recorded when it arrived (Kafka
         updates the follower's state once per Fetch, not in DelayedFetch)."""
+        if replica_id >= 0 and record_follower_fetch:
+            # The common case first: a caught-up follower (a session names every partition
+            # it follows here, thousands at scale; most have nothing new). The same answer
+            # as the general path below, without its lookups.
+            tp = TopicPartition(topic, partition)
+            state = self.leaders.get(tp)
+            log = None if state is None else self._log_manager.get(topic, partition)
+            if (
+                state is not None
+                and log is not None
+                and (current_leader_epoch < 0 or current_leader_epoch == state.leader_epoch)
+                and fetch_offset == log.log_end_offset
+                and fetch_offset >= log.log_start_offset
+            ):
+                self._follower_fetched(tp, state, replica_id, fetch_offset)
+                return ReadResult(
+                    0,
+                    int(log.high_watermark),
+                    int(log.last_stable_offset),
+                    int(log.log_start_offset),
+                )
         from_consumer_v11 = replica_id < 0 and client_rack is not None
         error_code, log, leader_epoch = self._leader_log(
             topic, partition, allow_follower=from_consumer_v11
