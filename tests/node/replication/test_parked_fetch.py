@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from trafka.log.config import LogConfig
 from trafka.log.records import NewRecord, build_batch
@@ -195,4 +196,4 @@ async def test_a_caught_up_followers_read_is_recorded_and_checked(
     stale = manager.read(
         TOPIC, 0, 2, max_bytes=1 << 20, isolation_level=0, replica_id=2, current_leader_epoch=7
     )
-    assert stale.error_code == 74  # UNKNOWN_LEADER_EPOCH
+    assert stale.error_code == ErrorCode.unknown_leader_epoch
