@@ -201,27 +201,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for (topic, partition, *_), result in zip(wanted, reads, strict=True)
             if topic is not None
         )
-    answers = [
-        fetch_encoding.FetchPartition(
-            partition_index=partition,
-            error_code=result.error_code,
-            high_watermark=result.high_watermark,
-            last_stable_offset=result.last_stable_offset,
-            log_start_offset=result.log_start_offset,
-            aborted_transactions=(
-                tuple(
-                    fetch_encoding.AbortedTransaction(producer_id, first_offset)
-                    for producer_id, first_offset in result.aborted_transactions
-                )
-                if isolation_level == 1
-                else None
-            ),
-            preferred_read_replica=result.preferred_read_replica,
-            records=result.records,
-        )
-        for ((_, partition), _), result in zip(context.partitions, reads, strict=True)
-    ]
-    completion = services.fetch_sessions.complete(context, answers, _now_ms())
+    # the session picks what to answer from the reads; answers are built for those only
+    # (an incremental follower Fetch names thousands of partitions, answers a few)
+    completion = services.fetch_sessions.complete(context, reads, _now_ms())
+    answers = {
+        index: _answer(context.partitions[index][0][1], reads[index], isolation_level)
+        for index in completion.selected
+    }
     return fetch_encoding.encode_fetch_response(
         ctx.api_version,
         fetch_encoding.FetchResponseData(
@@ -229,6 +215,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=completion.error_code,
             session_id=completion.session_id,
         ),
+    )
+
+
+def _answer(
+    partition: int, result: ReadResult, isolation_level: int
+) -> fetch_encoding.FetchPartition:
+    return fetch_encoding.FetchPartition(
+        partition_index=partition,
+        error_code=result.error_code,
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        aborted_transactions=(
+            tuple(
+                fetch_encoding.AbortedTransaction(producer_id, first_offset)
+                for producer_id, first_offset in result.aborted_transactions
+            )
+            if isolation_level == 1
+            else None
+        ),
+        preferred_read_replica=result.preferred_read_replica,
+        records=result.records,
     )
 
 
@@ -303,7 +311,7 @@ def _topic_names(ctx: RequestContext, context: FetchContext) -> dict[TopicKey, s
 def _group_by_topic(
     context: FetchContext,
     names: dict[TopicKey, str | None],
-    answers: list[fetch_encoding.FetchPartition],
+    answers: dict[int, fetch_encoding.FetchPartition],
     selected: list[int],
 ) -> tuple[fetch_encoding.FetchTopic, ...]:
     """Consecutive selected partitions of one topic make one topic entry (Kafka's

@@ -213,6 +213,8 @@ class ReadResult:
     the records (from the segments' `.txnindex`, KIP-98)."""
     preferred_read_replica: int = -1
     """KIP-392: the follower the consumer should read from instead (no records then)."""
+    diverging_epoch: None = None
+    """Never set by a read (the fetch session's answer protocol asks it)."""
 
 
 @dataclass(frozen=True, slots=True)
