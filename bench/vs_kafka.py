@@ -35,6 +35,23 @@ Goals (the issue's names), each measured on both targets with the same load gene
   process reads it back (p50/p99 of receipt - send).
 * G1: synchronous OffsetCommit from one consumer, 3 nodes (`__consumer_offsets` RF=3):
   commits/s, p50, p99 of `commit(asynchronous=False)` (simple commits, one partition).
+* G1 rebalance: a group of `--members` (10) confluent-kafka consumers in one worker process
+  (a polling thread each, classic protocol, librdkafka's default assignors) subscribed to a
+  topic of as many partitions (RF=3): the time from the first subscribe until every member
+  holds its partition, and the time from an 11th member's subscribe until all 11 have their
+  new assignment (3 nodes).
+* S2: scale on 3 nodes, RF=3. Topics of <= 1,000 partitions totalling `--s2-partitions`
+  (10,000) in one CreateTopics (AdminClient): the time from the request until a full
+  Metadata shows a leader for every partition; `--s2-metadata` (200) full Metadata requests
+  (`list_topics()`) from a worker, p50 and p99; the nodes' RSS after (/proc, the process and
+  its children: max and sum); `--s2-messages` (200,000) acks=1 produced into 1 partition and
+  the same into 1,000 partitions, both rates and their ratio; `--s2-connections` (1,000)
+  TCP connections to the node leading the 1-partition topic, each sending a hand-encoded
+  ApiVersions v0 and Metadata v1 (no topics) and reading both answers (50 in flight): the
+  time to open them all, the node's RSS increase, and the latency of one acks=1 produce to
+  that node while they are open. trafka runs S2 with `max.connections.per.ip` at Kafka's
+  default (unlimited; trafka's own default is 1,000 and the replicas' connections are also
+  from 127.0.0.1). The script raises its soft `ulimit -n` to the hard limit for the nodes.
 
 The load generator's ceiling: the python producer's rate against librdkafka's in-process
 mock cluster (`test.mock.num.brokers`), a sink that costs almost nothing, measured in the
@@ -46,7 +63,9 @@ Every figure is printed with the machine, the load average before and after, the
 and the commands; `--append-doc` appends the report to docs/performance.md ("trafka vs
 Apache Kafka"). Kafka's JVMs and the knodes are killed in `finally` blocks. The smoke mode
 (`--smoke`, run by tests/bench/test_vs_kafka_smoke.py) runs P1 and C1 on one node with tiny
-sizes (`--smoke --goals ...` runs the goals named, tiny).
+sizes (`--smoke --goals ...` runs the goals named, tiny: S2 with 30 partitions, 20
+connections, 20 Metadata requests, 2,000 messages). `--keep-dirs` keeps the data dirs and
+the nodes' logs (their path is printed).
 This is a benchmark: nothing is asserted except that each phase completed.
 """
 
