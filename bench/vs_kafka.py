@@ -41,18 +41,19 @@ Goals (the issue's names), each measured on both targets with the same load gene
   holds its partition, and the time from an 11th member's subscribe until all 11 have their
   new assignment (3 nodes).
 * S2: scale on 3 nodes, RF=3. Topics of <= 1,000 partitions totalling `--s2-partitions`
-  (10,000), a CreateTopics each sent at once (AdminClient; Kafka refuses one request of
-  more than 10,000 records): the time from the first request until a full
-  Metadata shows a leader for every partition; `--s2-metadata` (200) full Metadata requests
-  (`list_topics()`) from a worker, p50 and p99; the nodes' RSS after (/proc, the process and
-  its children: max and sum); `--s2-messages` (200,000) acks=1 produced into 1 partition and
-  the same into 1,000 partitions, both rates and their ratio; `--s2-connections` (1,000)
-  TCP connections to the node leading the 1-partition topic, each sending a hand-encoded
-  ApiVersions v0 and Metadata v1 (no topics) and reading both answers (50 in flight): the
-  time to open them all, the node's RSS increase, and the latency of one acks=1 produce to
-  that node while they are open. trafka runs S2 with `max.connections.per.ip` at Kafka's
-  default (unlimited; trafka's own default is 1,000 and the replicas' connections are also
-  from 127.0.0.1). The script raises its soft `ulimit -n` to the hard limit for the nodes.
+  (10,000), a CreateTopics each sent at once (AdminClient; Kafka refuses one request of more
+  than 10,000 records): the time from the first request until every node's own Metadata (a
+  raw Metadata v1 request to each) shows a leader for every partition; `--s2-metadata` (200)
+  full Metadata requests (`list_topics()`) from a worker, p50 and p99; the nodes' RSS after
+  (/proc, the process and its children: max and sum); `--s2-messages` (200,000) acks=1
+  produced into 1 partition and the same into 1,000 partitions, both rates and their ratio;
+  `--s2-connections` (1,000) TCP connections to the node leading the 1-partition topic, each
+  sending a hand-encoded ApiVersions v0 and Metadata v1 (no topics) and reading both answers
+  (50 in flight): the time to open them all, the node's RSS increase, and the latency of one
+  acks=1 produce to that node while they are open. trafka runs S2 with
+  `max.connections.per.ip` at Kafka's default (unlimited; trafka's own default is 1,000 and
+  the replicas' connections are also from 127.0.0.1). The script raises its soft `ulimit -n`
+  to the hard limit for the nodes.
 
 The load generator's ceiling: the python producer's rate against librdkafka's in-process
 mock cluster (`test.mock.num.brokers`), a sink that costs almost nothing, measured in the
@@ -1025,10 +1026,12 @@ def node_port(target: Any, node_id: int) -> int:
     return int(target.cluster.address(node_id).rsplit(":", 1)[1])
 
 
-def create_topics_timed(bootstrap: str, partitions: int, rf: int) -> tuple[list[str], float]:
+def create_topics_timed(
+    bootstrap: str, ports: list[int], partitions: int, rf: int
+) -> tuple[list[str], float]:
     """Topics of at most 1,000 partitions totalling `partitions`, a CreateTopics each, all
-    sent at once; the seconds from the first request until a full Metadata shows a leader
-    for every partition."""
+    sent at once; the seconds from the first request until every node's own Metadata shows
+    a leader for every partition."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -1055,18 +1058,68 @@ def create_topics_timed(bootstrap: str, partitions: int, rf: int) -> tuple[list[
             if error.args[0].code() != KafkaError._TIMED_OUT:
                 raise
             print(f"  (CreateTopics: {error.args[0].str()}; polling Metadata)", flush=True)
+    # every node's own Metadata (a client may ask any of them) shows every leader
     deadline = time.monotonic() + 900
+    pending = list(ports)
     while time.monotonic() < deadline:
-        topics = admin.list_topics(timeout=60).topics
+        topics = node_leaders(pending[0])
         if all(
-            name in topics
-            and len(topics[name].partitions) == size
-            and all(p.leader >= 0 for p in topics[name].partitions.values())
+            len(topics.get(name, [])) == size and min(topics[name]) >= 0
             for name, size in zip(names, sizes, strict=True)
         ):
-            return names, time.perf_counter() - started
+            pending.pop(0)
+            if not pending:
+                return names, time.perf_counter() - started
+            continue
         time.sleep(0.2)
     raise RuntimeError(f"{partitions} partitions without a leader after 15 min")
+
+
+def node_leaders(port: int) -> dict[str, list[int]]:
+    """One node's own view: a Metadata v1 request for every topic on a raw socket, to
+    topic -> the leader of each partition (-1: none). A node's metadata may lag the
+    controller's (Kafka: a broker publishes it once it applied the records, logs created)."""
+    import socket
+    import struct
+
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+        sock.sendall(_request(3, 1, 1, struct.pack(">i", -1)))
+        reader = sock.makefile("rb")
+        data = reader.read(struct.unpack(">i", reader.read(4))[0])
+    at = 4  # correlation id
+
+    def take(fmt: str) -> Any:
+        nonlocal at
+        values = struct.unpack_from(fmt, data, at)
+        at += struct.calcsize(fmt)
+        return values[0] if len(values) == 1 else values
+
+    def string() -> str:
+        nonlocal at
+        length = take(">h")
+        text = data[at : at + max(0, length)].decode()
+        at += max(0, length)
+        return text
+
+    for _ in range(take(">i")):  # brokers: id, host, port, rack
+        take(">i")
+        string()
+        take(">i")
+        string()
+    take(">i")  # controller id
+    topics: dict[str, list[int]] = {}
+    for _ in range(take(">i")):
+        take(">h")
+        name = string()
+        take(">b")
+        leaders = []
+        for _ in range(take(">i")):
+            _error, _index, leader = take(">hii")
+            take(">" + "i" * take(">i"))
+            take(">" + "i" * take(">i"))
+            leaders.append(leader)
+        topics[name] = leaders
+    return topics
 
 
 def leader_of(bootstrap: str, topic: str, partition: int) -> int:
@@ -1088,7 +1141,8 @@ def measure_scale(
     # ISR may take long to fill on a loaded machine
     create_topic(bootstrap, "s2-one", 1, 3, {})
     rss_before = {i: _rss_bytes(pid) for i, pid in node_pids(target).items()}
-    names, seconds = create_topics_timed(bootstrap, partitions, 3)
+    ports = [node_port(target, i) for i in node_pids(target)]
+    names, seconds = create_topics_timed(bootstrap, ports, partitions, 3)
     what = f"{partitions:,} partitions RF=3"
     report.add("S2", f"create {what} ({len(names)} topics)", "s", target_name, seconds, lower=True)
     print(
