@@ -35,6 +35,25 @@ Goals (the issue's names), each measured on both targets with the same load gene
   process reads it back (p50/p99 of receipt - send).
 * G1: synchronous OffsetCommit from one consumer, 3 nodes (`__consumer_offsets` RF=3):
   commits/s, p50, p99 of `commit(asynchronous=False)` (simple commits, one partition).
+* G1 rebalance: a group of `--members` (10) confluent-kafka consumers in one worker process
+  (a polling thread each, classic protocol, librdkafka's default assignors) subscribed to a
+  topic of as many partitions (RF=3): the time from the first subscribe until every member
+  holds its partition, and the time from an 11th member's subscribe until all 11 have their
+  new assignment (3 nodes).
+* S2: scale on 3 nodes, RF=3. Topics of <= 1,000 partitions totalling `--s2-partitions`
+  (10,000), a CreateTopics each sent at once (AdminClient; Kafka refuses one request of more
+  than 10,000 records): the time from the first request until every node's own Metadata (a
+  raw Metadata v1 request to each) shows a leader for every partition; `--s2-metadata` (200)
+  full Metadata requests (`list_topics()`) from a worker, p50 and p99; the nodes' RSS after
+  (/proc, the process and its children: max and sum); `--s2-messages` (200,000) acks=1
+  produced into 1 partition and the same into 1,000 partitions, both rates and their ratio;
+  `--s2-connections` (1,000) TCP connections to the node leading the 1-partition topic, each
+  sending a hand-encoded ApiVersions v0 and Metadata v1 (no topics) and reading both answers
+  (50 in flight): the time to open them all, the node's RSS increase, and the latency of one
+  acks=1 produce to that node while they are open. trafka runs S2 with
+  `max.connections.per.ip` at Kafka's default (unlimited; trafka's own default is 1,000 and
+  the replicas' connections are also from 127.0.0.1). The script raises its soft `ulimit -n`
+  to the hard limit for the nodes.
 
 The load generator's ceiling: the python producer's rate against librdkafka's in-process
 mock cluster (`test.mock.num.brokers`), a sink that costs almost nothing, measured in the
@@ -46,7 +65,9 @@ Every figure is printed with the machine, the load average before and after, the
 and the commands; `--append-doc` appends the report to docs/performance.md ("trafka vs
 Apache Kafka"). Kafka's JVMs and the knodes are killed in `finally` blocks. The smoke mode
 (`--smoke`, run by tests/bench/test_vs_kafka_smoke.py) runs P1 and C1 on one node with tiny
-sizes (`--smoke --goals ...` runs the goals named, tiny).
+sizes (`--smoke --goals ...` runs the goals named, tiny: S2 with 30 partitions, 20
+connections, 20 Metadata requests, 2,000 messages). `--keep-dirs` keeps the data dirs and
+the nodes' logs (their path is printed).
 This is a benchmark: nothing is asserted except that each phase completed.
 """
 
@@ -78,9 +99,9 @@ sys.path.insert(0, str(REPO))
 
 KAFKA_POM = REPO / "bench" / "kafka" / "pom.xml"
 VALUE_BYTES = 100
-GOALS = ("T1", "P1", "P1x12", "C1", "P2", "L1", "G1")
+GOALS = ("T1", "P1", "P1x12", "C1", "P2", "L1", "G1", "G1 rebalance", "S2")
 ONE_NODE_GOALS = ("P1", "P1x12", "C1")
-THREE_NODE_GOALS = ("P2", "L1", "G1")
+THREE_NODE_GOALS = ("P2", "L1", "G1", "G1 rebalance", "S2")
 START_TIMEOUT_S = 180.0
 KAFKA_HEAP = "-Xmx1g"
 
@@ -535,12 +556,191 @@ def _worker_first_produce(args: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError("no produce acknowledged")
 
 
+def _worker_metadata(args: dict[str, Any]) -> dict[str, Any]:
+    """`requests` full Metadata requests (every topic) from one AdminClient, one at a time."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": args["bootstrap"]})
+    admin.list_topics(timeout=60)  # the connection and the first (uncounted) request
+    times = []
+    partitions = 0
+    for _ in range(args["requests"]):
+        before = time.perf_counter()
+        metadata = admin.list_topics(timeout=60)
+        times.append(time.perf_counter() - before)
+        partitions = sum(len(t.partitions) for t in metadata.topics.values())
+    times.sort()
+    return {
+        "p50_ms": 1000 * times[len(times) // 2],
+        "p99_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.99))],
+        "partitions": partitions,
+    }
+
+
+def _request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A request with header v1 (api key, version, correlation id, client id), size-prefixed."""
+    import struct
+
+    client_id = b"bench-vs-kafka"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _worker_connections(args: dict[str, Any]) -> dict[str, Any]:
+    """Open `count` TCP connections to one node, each sending ApiVersions v0 and Metadata v1
+    (no topics) and reading both answers, at most 50 in flight (a listen backlog's worth);
+    then, with all of them open, one acks=1 produce to a partition the node leads; then
+    touch `ready` and keep them open until `release` exists."""
+    import asyncio
+    import struct
+
+    from confluent_kafka import Producer
+
+    host, port, count = "127.0.0.1", args["port"], args["count"]
+    writers: list[asyncio.StreamWriter] = []
+
+    async def one(index: int, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            reader, writer = await asyncio.open_connection(host, port)
+            writers.append(writer)
+            for correlation_id, (api_key, version, body) in enumerate(
+                ((18, 0, b""), (3, 1, struct.pack(">i", 0))), start=index * 2
+            ):
+                writer.write(_request(api_key, version, correlation_id, body))
+                await writer.drain()
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                response = await reader.readexactly(size)
+                if struct.unpack(">i", response[:4])[0] != correlation_id:
+                    raise RuntimeError("a response with the wrong correlation id")
+                if api_key == 18 and struct.unpack(">h", response[4:6])[0] != 0:
+                    raise RuntimeError("ApiVersions failed")
+
+    async def open_all() -> float:
+        gate = asyncio.Semaphore(50)
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i, gate) for i in range(count)))
+        return time.perf_counter() - started
+
+    async def main() -> dict[str, Any]:
+        seconds = await open_all()
+        producer = Producer({"bootstrap.servers": f"{host}:{port}", "acks": "1"})
+        delivered: list[Any] = []
+        before = time.perf_counter()
+        producer.produce(
+            args["topic"],
+            b"x" * VALUE_BYTES,
+            partition=args["partition"],
+            on_delivery=lambda e, _m: delivered.append(e),
+        )
+        await asyncio.get_running_loop().run_in_executor(None, producer.flush, 60)
+        produce_ms = 1000 * (time.perf_counter() - before)
+        if not delivered or delivered[0] is not None:
+            raise RuntimeError(f"the produce failed with {count} connections open: {delivered}")
+        # are they all still open? one more ApiVersions on each would be another load; a
+        # closed socket shows as EOF, which the server's idle timeout (10 min) does not reach
+        Path(args["ready"]).touch()
+        deadline = time.monotonic() + 300
+        while not Path(args["release"]).exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for writer in writers:
+            writer.close()
+        return {"seconds": seconds, "produce_ms": produce_ms, "open": len(writers)}
+
+    return asyncio.run(main())
+
+
+def _worker_rebalance(args: dict[str, Any]) -> dict[str, Any]:
+    """`members` consumers of one group (classic protocol, librdkafka's default assignors),
+    each polled by its own thread, subscribe to a topic of as many partitions: the time from
+    the first subscribe until every member holds one partition (the first join), then the
+    time from an extra member's subscribe until every member, old and new, has had its new
+    assignment and the topic's partitions are all assigned again."""
+    from confluent_kafka import Consumer
+
+    topic, members, partitions = args["topic"], args["members"], args["partitions"]
+    group = f"bench-vs-kafka-rebalance-{uuid.uuid4().hex[:8]}"
+    lock = threading.Lock()
+    assigned: dict[int, set[int]] = {}
+    assigned_at: dict[int, float] = {}
+    stop = threading.Event()
+
+    def make(index: int) -> Consumer:
+        def on_assign(_consumer: Any, tps: list[Any]) -> None:
+            with lock:
+                assigned[index] = {tp.partition for tp in tps}
+                assigned_at[index] = time.perf_counter()
+
+        def on_revoke(_consumer: Any, _tps: list[Any]) -> None:
+            with lock:
+                assigned[index] = set()
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": args["bootstrap"],
+                "group.id": group,
+                "enable.auto.commit": False,
+                "group.protocol": "classic",
+            }
+        )
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        return consumer
+
+    def poll(consumer: Consumer) -> None:
+        while not stop.is_set():
+            consumer.poll(0.05)
+
+    def settled(count: int, since: float) -> bool:
+        with lock:
+            if len(assigned_at) < count or any(t < since for t in assigned_at.values()):
+                return False
+            owned = [p for ps in assigned.values() for p in ps]
+            return bool(len(owned) == partitions == len(set(owned)))
+
+    consumers: list[Consumer] = []
+    threads: list[threading.Thread] = []
+
+    def add(index: int) -> None:
+        consumer = make(index)
+        consumers.append(consumer)
+        thread = threading.Thread(target=poll, args=(consumer,), daemon=True)
+        threads.append(thread)
+        thread.start()
+
+    def wait(count: int, since: float) -> float:
+        deadline = time.monotonic() + 300
+        while not settled(count, since):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the group did not settle: {assigned}")
+            time.sleep(0.005)
+        return max(assigned_at.values()) - since
+
+    try:
+        started = time.perf_counter()
+        for index in range(members):
+            add(index)
+        first_join = wait(members, started)
+        time.sleep(0.5)  # settled: no rebalance in flight when the extra member comes
+        started = time.perf_counter()
+        add(members)
+        rebalance = wait(members + 1, started)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        for consumer in consumers:
+            consumer.close()
+    return {"first_join_s": first_join, "rebalance_s": rebalance}
+
+
 WORKERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "produce": _worker_produce,
     "consume": _worker_consume,
     "latency": _worker_latency,
     "commits": _worker_commits,
     "first_produce": _worker_first_produce,
+    "metadata": _worker_metadata,
+    "connections": _worker_connections,
+    "rebalance": _worker_rebalance,
 }
 
 
@@ -744,7 +944,7 @@ def _ceiling(figure: Figure) -> str:
     """The mock's figure when measured, else (throughputs) at least the faster server's."""
     if figure.ceiling:
         return _fmt(figure.ceiling, figure.unit) + " (mock)"
-    if figure.lower_is_better or not figure.trafka or not figure.kafka:
+    if figure.lower_is_better or figure.unit == "x" or not figure.trafka or not figure.kafka:
         return ""
     best = max(statistics.median(figure.trafka), statistics.median(figure.kafka))
     return f">= {_fmt([best], figure.unit)} (faster server)"
@@ -790,6 +990,259 @@ def create_topic(
             return
         time.sleep(0.1)
     raise RuntimeError(f"topic {name} not ready")
+
+
+def _rss_bytes(pid: int) -> int:
+    """The resident set of a process and its descendants (/proc)."""
+    total = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                children = (task / "children").read_text().split()
+                pending.extend(int(c) for c in children)
+    return total
+
+
+def node_pids(target: Any) -> dict[int, int]:
+    """node id -> pid of the node's process (a JVM, a knode)."""
+    if isinstance(target, KafkaCluster):
+        return {n.node_id: n.process.pid for n in target.nodes if n.process is not None}
+    return {
+        node_id: node.process.pid
+        for node_id, node in target.cluster.nodes.items()
+        if node.process is not None
+    }
+
+
+def node_port(target: Any, node_id: int) -> int:
+    if isinstance(target, KafkaCluster):
+        return next(n.port for n in target.nodes if n.node_id == node_id)
+    return int(target.cluster.address(node_id).rsplit(":", 1)[1])
+
+
+def create_topics_timed(
+    bootstrap: str, ports: list[int], partitions: int, rf: int
+) -> tuple[list[str], float]:
+    """Topics of at most 1,000 partitions totalling `partitions`, a CreateTopics each, all
+    sent at once; the seconds from the first request until every node's own Metadata shows
+    a leader for every partition."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    count = max(1, -(-partitions // 1000))
+    sizes = [partitions // count + (1 if i < partitions % count else 0) for i in range(count)]
+    names = [f"s2-{i}" for i in range(count)]
+    # a CreateTopics of 10,000 partitions may take minutes: librdkafka's request timeout
+    # at its maximum, and a request that times out anyway is left to the Metadata polls
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+    admin.list_topics(timeout=30)  # connected before the clock starts
+    started = time.perf_counter()
+    # one CreateTopics per topic, all sent at once: Kafka's controller refuses a request
+    # of more than 10,000 records ("excessively large batch operation", POLICY_VIOLATION)
+    futures = [
+        admin.create_topics([NewTopic(name, size, rf)], operation_timeout=600, request_timeout=660)[
+            name
+        ]
+        for name, size in zip(names, sizes, strict=True)
+    ]
+    for future in futures:
+        try:
+            future.result(timeout=700)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError._TIMED_OUT:
+                raise
+            print(f"  (CreateTopics: {error.args[0].str()}; polling Metadata)", flush=True)
+    # every node's own Metadata (a client may ask any of them) shows every leader
+    deadline = time.monotonic() + 900
+    pending = list(ports)
+    while time.monotonic() < deadline:
+        topics = node_leaders(pending[0])
+        if all(
+            len(topics.get(name, [])) == size and min(topics[name]) >= 0
+            for name, size in zip(names, sizes, strict=True)
+        ):
+            pending.pop(0)
+            if not pending:
+                return names, time.perf_counter() - started
+            continue
+        time.sleep(0.2)
+    raise RuntimeError(f"{partitions} partitions without a leader after 15 min")
+
+
+def node_leaders(port: int) -> dict[str, list[int]]:
+    """One node's own view: a Metadata v1 request for every topic on a raw socket, to
+    topic -> the leader of each partition (-1: none). A node's metadata may lag the
+    controller's (Kafka: a broker publishes it once it applied the records, logs created)."""
+    import socket
+    import struct
+
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+        sock.sendall(_request(3, 1, 1, struct.pack(">i", -1)))
+        reader = sock.makefile("rb")
+        data = reader.read(struct.unpack(">i", reader.read(4))[0])
+    at = 4  # correlation id
+
+    def take(fmt: str) -> Any:
+        nonlocal at
+        values = struct.unpack_from(fmt, data, at)
+        at += struct.calcsize(fmt)
+        return values[0] if len(values) == 1 else values
+
+    def string() -> str:
+        nonlocal at
+        length = take(">h")
+        text = data[at : at + max(0, length)].decode()
+        at += max(0, length)
+        return text
+
+    for _ in range(take(">i")):  # brokers: id, host, port, rack
+        take(">i")
+        string()
+        take(">i")
+        string()
+    take(">i")  # controller id
+    topics: dict[str, list[int]] = {}
+    for _ in range(take(">i")):
+        take(">h")
+        name = string()
+        take(">b")
+        leaders = []
+        for _ in range(take(">i")):
+            _error, _index, leader = take(">hii")
+            take(">" + "i" * take(">i"))
+            take(">" + "i" * take(">i"))
+            leaders.append(leader)
+        topics[name] = leaders
+    return topics
+
+
+def leader_of(bootstrap: str, topic: str, partition: int) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return int(admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader)
+
+
+def measure_scale(
+    report: Report, target_name: str, target: Any, sizes: dict[str, int], nice: int, base: Path
+) -> None:
+    """S2 on three nodes (RF=3): topic creation, Metadata p50/p99, produce spread over up to
+    1,000 partitions against one, RSS per node, many connections to one node."""
+    bootstrap = target.bootstrap_servers
+    partitions = sizes["s2_partitions"]
+    mib = 2**20
+    # the one-partition topic first: with 10,000 partitions to replicate a new topic's
+    # ISR may take long to fill on a loaded machine
+    create_topic(bootstrap, "s2-one", 1, 3, {})
+    rss_before = {i: _rss_bytes(pid) for i, pid in node_pids(target).items()}
+    ports = [node_port(target, i) for i in node_pids(target)]
+    names, seconds = create_topics_timed(bootstrap, ports, partitions, 3)
+    what = f"{partitions:,} partitions RF=3"
+    report.add("S2", f"create {what} ({len(names)} topics)", "s", target_name, seconds, lower=True)
+    print(
+        f"  ({target_name} RSS before creation, MiB: "
+        + ", ".join(f"{v / mib:.0f}" for v in rss_before.values())
+        + ")",
+        flush=True,
+    )
+    result = run_workers(
+        "metadata", [{"bootstrap": bootstrap, "requests": sizes["s2_metadata"]}], nice
+    )[0]
+    if result["partitions"] < partitions:
+        raise RuntimeError(f"Metadata showed {result['partitions']} partitions")
+    label = f"full Metadata ({result['partitions']:,} partitions)"
+    report.add("S2", f"{label} p50", "ms", target_name, result["p50_ms"], lower=True)
+    report.add("S2", f"{label} p99", "ms", target_name, result["p99_ms"], lower=True)
+    rss = {i: _rss_bytes(pid) for i, pid in node_pids(target).items()}
+    report.add(
+        "S2", f"RSS per node, max, {what}", "MiB", target_name, max(rss.values()) / mib, lower=True
+    )
+    report.add(
+        "S2", f"RSS of the 3 nodes, {what}", "MiB", target_name, sum(rss.values()) / mib, lower=True
+    )
+    # produce: one partition, then the same messages over the first topic's partitions
+    spread = min(1000, partitions)
+    rates = {}
+    for topic, count in (("s2-one", 1), (names[0], spread)):
+        rates[count] = run_workers(
+            "produce",
+            [
+                {
+                    "bootstrap": bootstrap,
+                    "topic": topic,
+                    "partitions": count,
+                    "messages": sizes["s2_messages"],
+                    "acks": "1",
+                }
+            ],
+            nice,
+        )[0]["rate"]
+    report.add("S2", "produce acks=1, 1 partition", "msgs/s", target_name, rates[1])
+    report.add("S2", f"produce acks=1, {spread:,} partitions", "msgs/s", target_name, rates[spread])
+    report.add(
+        "S2",
+        f"produce {spread:,} partitions / 1 partition",
+        "x",
+        target_name,
+        rates[spread] / rates[1],
+    )
+    # connections to the node leading s2-one/0, which must still take a produce
+    node_id = leader_of(bootstrap, "s2-one", 0)
+    pid = node_pids(target)[node_id]
+    count = sizes["s2_connections"]
+    before = _rss_bytes(pid)
+    ready, release = base / "s2-connections.ready", base / "s2-connections.release"
+    job = {
+        "port": node_port(target, node_id),
+        "count": count,
+        "topic": "s2-one",
+        "partition": 0,
+        "ready": str(ready),
+        "release": str(release),
+    }
+    prefix = ["nice", "-n", str(nice)] if nice else []
+    process = subprocess.Popen(
+        [*prefix, sys.executable, __file__, "--worker", "connections", json.dumps(job)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the connections worker failed")
+            time.sleep(0.05)
+        during = _rss_bytes(pid)
+        release.touch()
+        out, _ = process.communicate(timeout=120)
+        if process.returncode != 0:
+            raise RuntimeError(f"connections worker failed ({process.returncode})")
+        result = json.loads(out.strip().splitlines()[-1])
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    label = f"{count:,} connections to one node"
+    report.add(
+        "S2",
+        f"{label}: open + ApiVersions + Metadata",
+        "s",
+        target_name,
+        result["seconds"],
+        lower=True,
+    )
+    report.add(
+        "S2", f"{label}: node RSS increase", "MiB", target_name, (during - before) / mib, lower=True
+    )
+    report.add(
+        "S2", f"{label}: a produce meanwhile", "ms", target_name, result["produce_ms"], lower=True
+    )
 
 
 def measure_shape(
@@ -944,6 +1397,40 @@ def measure_shape(
                 )
                 report.add("G1", "sync commit p50", "ms", target_name, result["p50_ms"], lower=True)
                 report.add("G1", "sync commit p99", "ms", target_name, result["p99_ms"], lower=True)
+            if "G1 rebalance" in goals:
+                members = sizes["members"]
+                create_topic(bootstrap, "g1r", members, 3, {})
+                result = run_workers(
+                    "rebalance",
+                    [
+                        {
+                            "bootstrap": bootstrap,
+                            "topic": "g1r",
+                            "members": members,
+                            "partitions": members,
+                        }
+                    ],
+                    nice,
+                )[0]
+                what = f"{members} members, {members} partitions"
+                report.add(
+                    "G1 rebalance",
+                    f"{what}: first subscribe to all assigned",
+                    "s",
+                    target_name,
+                    result["first_join_s"],
+                    lower=True,
+                )
+                report.add(
+                    "G1 rebalance",
+                    f"{what}: member {members + 1} joins, to all reassigned",
+                    "s",
+                    target_name,
+                    result["rebalance_s"],
+                    lower=True,
+                )
+            if "S2" in goals:
+                measure_scale(report, target_name, target, sizes, nice, base)
         print(f"  [{target_name}, {nodes} node(s)] server CPU: {target.cpu_s():.1f} s", flush=True)
 
 
@@ -1009,6 +1496,22 @@ def versions() -> str:
     )
 
 
+def raise_file_limit(wanted: int = 1 << 20) -> None:
+    """S2: 10,000 partitions RF=3 on three nodes are ~10,000 replicas per node, each with a
+    log file open (Kafka also maps two index files), and 1,000 client connections on top:
+    the soft limit of open files goes up to the hard one (for root, the hard one up to
+    `fs.nr_open`), inherited by the nodes and the workers."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(OSError, ValueError):
+        ceiling = int(Path("/proc/sys/fs/nr_open").read_text())
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, ceiling), min(wanted, ceiling)))
+        return
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -1021,6 +1524,11 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--latency-rate", type=int, default=10_000)
     parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument("--s2-partitions", type=int, default=10_000)
+    parser.add_argument("--s2-connections", type=int, default=1000)
+    parser.add_argument("--s2-metadata", type=int, default=200, help="Metadata requests")
+    parser.add_argument("--s2-messages", type=int, default=200_000, help="per produce run")
+    parser.add_argument("--members", type=int, default=10, help="G1 rebalance group size")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--nice", type=int, default=5, help="niceness of servers and loads")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's own tools")
@@ -1028,23 +1536,42 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks it runs")
     parser.add_argument("--kafka-cache", type=Path, default=None)
     parser.add_argument("--append-doc", action="store_true")
+    parser.add_argument("--keep-dirs", action="store_true", help="keep data dirs and logs")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(WORKERS[args.worker[0]](json.loads(args.worker[1]))), flush=True)
         return
     goals = {g.strip() for g in args.goals.split(",") if g.strip()}
+    if goals - set(GOALS):
+        parser.error(f"unknown goals {sorted(goals - set(GOALS))}; the goals: {', '.join(GOALS)}")
+    raise_file_limit()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     sizes = {
         "messages": args.messages,
         "commits": args.commits,
         "latency_rate": args.latency_rate,
         "latency_s": args.latency_seconds,
+        "s2_partitions": args.s2_partitions,
+        "s2_connections": args.s2_connections,
+        "s2_metadata": args.s2_metadata,
+        "s2_messages": args.s2_messages,
+        "members": args.members,
     }
     if args.smoke:
         # one node, P1 and C1 with both load generators: every moving part once (Maven,
         # format, both servers, the workers, the Java tools' output parsed), in < 1 min
-        sizes = {"messages": 2000, "commits": 20, "latency_rate": 200, "latency_s": 1}
+        sizes = {
+            "messages": 2000,
+            "commits": 20,
+            "latency_rate": 200,
+            "latency_s": 1,
+            "s2_partitions": 30,
+            "s2_connections": 20,
+            "s2_metadata": 20,
+            "s2_messages": 2000,
+            "members": args.members,
+        }
         goals &= {"P1", "C1"} if args.goals == ",".join(GOALS) else goals
         args.repeat, args.no_ceiling = 1, True
     jars = None
@@ -1070,18 +1597,32 @@ def main() -> None:
                 continue
             for target_name in targets:
                 print(f"run {run + 1}, {nodes} node(s), {target_name}:", flush=True)
-                with tempfile.TemporaryDirectory(prefix="trafka-vs-kafka-") as tmp:
+                keep = tempfile.mkdtemp(prefix="trafka-vs-kafka-") if args.keep_dirs else None
+                with (
+                    contextlib.nullcontext(keep)
+                    if keep
+                    else tempfile.TemporaryDirectory(prefix="trafka-vs-kafka-")
+                ) as tmp:
+                    if keep:
+                        print(f"  (data dirs and node logs kept in {keep})", flush=True)
                     base = Path(tmp)
 
                     def make(
-                        target_name: str = target_name, base: Path = base, nodes: int = nodes
+                        target_name: str = target_name,
+                        base: Path = base,
+                        nodes: int = nodes,
+                        wanted: set[str] = wanted,
                     ) -> Any:
                         if target_name == "kafka":
                             assert jars is not None
                             cluster = KafkaCluster(base, jars, nodes, nice=args.nice)
                             cluster.format()
                             return cluster
-                        return Trafka(base, nodes, nice=args.nice)
+                        # S2's 1,000 client connections come from 127.0.0.1 like the
+                        # replicas' own: trafka's max.connections.per.ip (1,000 by default,
+                        # a hardening) goes to Kafka's default, unlimited
+                        extra = ["max.connections.per.ip=2147483647"] if "S2" in wanted else []
+                        return Trafka(base, nodes, nice=args.nice, extra=extra)
 
                     measure_shape(
                         report,

@@ -56,13 +56,13 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self._fd: int | None = None
+        self._writable = False
         self._written = 0
         """Entries already written to the file; later ones are written by `sync`."""
 
     @property
     def writable(self) -> bool:
-        return self._fd is not None
+        return self._writable
 
     @property
     def is_full(self) -> bool:
@@ -71,28 +71,56 @@ class _IndexFile:
     def __len__(self) -> int:
         raise NotImplementedError
 
+    def _open(self) -> int | None:
+        """A descriptor for one write (the caller closes it); None if the file is gone (a
+        deletion or retention removed it: what was to be written has no reader left).
+
+        No descriptor stays open between writes: appends touch memory only and the file is
+        written on sync, flush, roll and close, so holding one would cost two descriptors
+        per partition for nothing (10,000 partitions: 20,000 of them, past a usual
+        `ulimit -n`; Kafka likewise closes its index files once they are mapped)."""
+        try:
+            return os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+
     def open_for_append(self) -> None:
-        """Open read/write and preallocate to the maximum size (the active segment's index)."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(self._fd, self.max_entries * self.entry_size)
+        """Create if missing and preallocate to the maximum size (the active segment's index)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, self.max_entries * self.entry_size)
+        finally:
+            os.close(fd)
+        self._writable = True
 
     def trim(self, *, durable: bool = True) -> None:
         """Shrink the file to its entries and close it for writing (roll, close).
         `durable=False` leaves the fsync to the caller (a roll fsyncs it off the loop)."""
-        if self._fd is None:
+        if not self._writable:
             return
-        self.sync()
-        os.ftruncate(self._fd, len(self) * self.entry_size)
-        if durable:
-            os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = None
+        self._writable = False
+        fd = self._open()
+        if fd is None:
+            return
+        try:
+            self._write_pending(fd)
+            os.ftruncate(fd, len(self) * self.entry_size)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            self.sync()
-            os.fsync(self._fd)
+        if not self._writable:
+            return
+        fd = self._open()
+        if fd is None:
+            return
+        try:
+            self._write_pending(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def sync(self) -> None:
         """Write the entries appended since the last sync (one pwrite).
@@ -101,29 +129,43 @@ class _IndexFile:
         only for segments below the recovery point, and those were flushed (which syncs)
         or trimmed on roll (which syncs); later ones are rebuilt on recovery.
         """
-        if self._fd is None or self._written >= len(self):
+        if not self._writable or self._written >= len(self):
             return
-        os.pwrite(self._fd, self._encode(self._written, len(self)), self._written * self.entry_size)
+        fd = self._open()
+        if fd is None:
+            return
+        try:
+            self._write_pending(fd)
+        finally:
+            os.close(fd)
+
+    def _write_pending(self, fd: int) -> None:
+        if self._written >= len(self):
+            return
+        os.pwrite(fd, self._encode(self._written, len(self)), self._written * self.entry_size)
         self._written = len(self)
 
     def _encode(self, start: int, end: int) -> bytes:
         raise NotImplementedError
 
     def close_without_trim(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._writable = False
 
     def _check_writable(self) -> None:
-        if self._fd is None:
+        if not self._writable:
             raise LogError(f"{self.path}: index is not open for append")
 
     def _truncate_file(self, entries: int) -> None:
         """After an in-memory truncation: zero the dropped slots (the file stays sized)."""
         self._written = min(self._written, entries)
-        if self._fd is not None:
-            os.ftruncate(self._fd, entries * self.entry_size)
-            os.ftruncate(self._fd, self.max_entries * self.entry_size)
+        if self._writable:
+            fd = self._open()
+            if fd is not None:
+                try:
+                    os.ftruncate(fd, entries * self.entry_size)
+                    os.ftruncate(fd, self.max_entries * self.entry_size)
+                finally:
+                    os.close(fd)
         elif self.path.exists():
             os.truncate(self.path, entries * self.entry_size)
 

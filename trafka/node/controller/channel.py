@@ -26,7 +26,10 @@ from trafka.node.security.inter_broker import InterBrokerClient
 log = logging.getLogger("trafka.node.controller")
 
 CHANNEL_QUEUE_MAX = 1_000
-REQUEST_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 30.0
+"""Kafka's `controller.socket.timeout.ms` (30 s). A LeaderAndIsr that creates 1,000 logs
+(a topic of 1,000 partitions RF=3: every broker holds them all) takes a broker seconds of
+fsyncs; with 10 s it timed out under load and was sent again, twice the work (issue 19, S2)."""
 RECONNECT_BACKOFF_S = 0.2
 
 
