@@ -196,3 +196,35 @@ async def test_an_override_raises_the_limit_for_one_ip(start_server: StartServer
     await fourth.assert_closed_by_server()
     for client in [*clients, fourth]:
         await client.aclose()
+
+
+async def test_an_idle_connection_holds_a_small_buffer_that_grows_for_larger_frames() -> None:
+    left, right = trio.socket.socketpair()
+    reader = FrameReader(left)  # capacity 64 KiB
+    tracemalloc.start()
+    try:
+        idle = [FrameReader(left) for _ in range(100)]
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 100 * 8 * 1024, f"{held} bytes for 100 idle readers"  # not 100 x 64 KiB
+    del idle
+    header = struct.pack(">hhi", 3, 1, 7)
+    # frames below, at and above the initial buffer and the capacity, in one stream, split
+    # at awkward places: each arrives whole and in order
+    payloads = [
+        header + bytes([n % 256]) * size for n, size in enumerate((1, 5000, 40_000, 3, 70_000, 9))
+    ]
+    data = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    async with trio.open_nursery() as nursery:
+
+        async def feed() -> None:
+            for start in range(0, len(data), 3001):
+                await right.send(data[start : start + 3001])
+                await trio.sleep(0)
+
+        nursery.start_soon(feed)
+        frames = [await reader.next_frame() for _ in payloads]
+    assert [bytes(f) for f in frames if f is not None] == payloads
+    left.close()
+    right.close()
