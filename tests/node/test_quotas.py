@@ -349,6 +349,13 @@ def test_throttle_time_goes_into_kio_and_pre_encoded_fetch_responses() -> None:
     assert isinstance(patched, EncodedResponse)
     assert bytes(patched.chunks[0])[:4] == (1234).to_bytes(4, "big")
     assert response_size(patched) == response_size(fetch)
+    # Metadata v3+ answers are pre-encoded too (trafka.net.metadata_encoding); v0-2 have
+    # no throttle_time_ms
+    metadata = EncodedResponse((b"\x00\x00\x00\x00" + b"rest", b"more"))
+    patched = with_throttle_time(3, 12, metadata, 777)
+    assert isinstance(patched, EncodedResponse)
+    assert b"".join(bytes(c) for c in patched.chunks) == (777).to_bytes(4, "big") + b"restmore"
+    assert with_throttle_time(3, 2, metadata, 777) is metadata
 
 
 def test_exempt_apis() -> None:

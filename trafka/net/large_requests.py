@@ -246,17 +246,35 @@ def _trailing_bytes(response_cls: type[Any], field_name: str) -> int:
 
 
 async def encode_in_slices(
-    response: Any, field_name: str, build_element: Callable[[Any], Any], items: Sequence[Any]
+    response: Any,
+    field_name: str,
+    build_element: Callable[[Any], Any] | None,
+    items: Sequence[Any],
+    *,
+    write_element: Callable[[Any, bytearray], None] | None = None,
 ) -> list[bytes]:
     """Encode `response` (whose `field_name` array is empty) with `items` as that array,
-    each turned into its kio struct by `build_element`, yielding between slices. Returns
-    the body chunks; equal to kio's encoding of the whole response (tests)."""
+    each turned into its kio struct by `build_element` (or written by `write_element`
+    itself), yielding between slices. Returns the body chunks; equal to kio's encoding of
+    the whole response (tests)."""
     response_cls = type(response)
     flexible = bool(response_cls.__flexible__)
     empty = codec.encode_response(response)
     tail = _trailing_bytes(response_cls, field_name)
     head_size = len(empty) - tail - len(_array_prefix(0, flexible))
     chunks = [empty[:head_size] + _array_prefix(len(items), flexible)]
+    if write_element is not None:
+        out = bytearray()
+        for index, item in enumerate(items):
+            if index and index % ELEMENTS_PER_SLICE == 0:
+                chunks.append(bytes(out))
+                out = bytearray()
+                await trio.sleep(0)
+            write_element(item, out)
+        chunks.append(bytes(out))
+        chunks.append(empty[len(empty) - tail :] if tail else b"")
+        return chunks
+    assert build_element is not None
     writer: Any = None
     buffer = io.BytesIO()
     for index, item in enumerate(items):

@@ -96,6 +96,10 @@ def response_size(response: object) -> int:
     return 0
 
 
+_THROTTLE_TIME_FIRST_SINCE: Final = {ApiKey.FETCH: 1, ApiKey.METADATA: 3}
+"""Pre-encoded responses whose body starts with throttle_time_ms, from these versions."""
+
+
 def with_throttle_time(
     api_key: int, api_version: int, response: object, throttle_ms: int
 ) -> object:
@@ -103,8 +107,10 @@ def with_throttle_time(
     and responses with a larger throttle already, are returned as they are)."""
     throttle_ms = min(throttle_ms, _MAX_THROTTLE_MS)
     if isinstance(response, EncodedResponse):
-        # Fetch v1+ bodies start with throttle_time_ms (trafka.net.fetch_encoding).
-        if api_key != ApiKey.FETCH or api_version < 1 or not response.chunks:
+        # Fetch v1+ and Metadata v3+ bodies start with throttle_time_ms
+        # (trafka.net.fetch_encoding, trafka.net.metadata_encoding).
+        since = _THROTTLE_TIME_FIRST_SINCE.get(api_key)
+        if since is None or api_version < since or not response.chunks:
             return response
         first = response.chunks[0]
         if not isinstance(first, (bytes, bytearray)) or len(first) < 4:
