@@ -28,11 +28,16 @@ _PARTITION: Final = struct.Struct(">hii")
 _PARTITION_WITH_EPOCH: Final = struct.Struct(">hiii")
 """... and leader_epoch (v7+)."""
 _ZERO_UUID: Final = uuid.UUID(int=0)
+
+Partition = tuple[int, int, int, int, Sequence[int], Sequence[int], Sequence[int]]
+"""error_code, partition_index, leader_id, leader_epoch, replica_nodes, isr_nodes,
+offline_replicas."""
 FIRST_FLEXIBLE_VERSION: Final = 9
 
 
 def encode_topic(version: int, topic: Mapping[str, Any], out: bytearray) -> None:
-    """Append one MetadataResponseTopic of `version` to `out`."""
+    """Append one MetadataResponseTopic of `version` to `out`: `topic` holds the topic's
+    fields by their kio names, its `partitions` as `Partition` tuples."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
     out += _INT16.pack(topic["error_code"])
     _string(topic["name"], flexible, out)
@@ -40,26 +45,19 @@ def encode_topic(version: int, topic: Mapping[str, Any], out: bytearray) -> None
         out += (topic["topic_id"] or _ZERO_UUID).bytes
     if version >= 1:
         out.append(1 if topic["is_internal"] else 0)
-    partitions: Sequence[Mapping[str, Any]] = topic["partitions"]
+    partitions: Sequence[Partition] = topic["partitions"]
     _count(len(partitions), flexible, out)
     with_epoch = version >= 7
     with_offline = version >= 5
-    for partition in partitions:
+    for error_code, index, leader, epoch, replicas, isr, offline in partitions:
         if with_epoch:
-            out += _PARTITION_WITH_EPOCH.pack(
-                partition["error_code"],
-                partition["partition_index"],
-                partition["leader_id"],
-                partition["leader_epoch"],
-            )
+            out += _PARTITION_WITH_EPOCH.pack(error_code, index, leader, epoch)
         else:
-            out += _PARTITION.pack(
-                partition["error_code"], partition["partition_index"], partition["leader_id"]
-            )
-        _int32s(partition["replica_nodes"], flexible, out)
-        _int32s(partition["isr_nodes"], flexible, out)
+            out += _PARTITION.pack(error_code, index, leader)
+        _int32s(replicas, flexible, out)
+        _int32s(isr, flexible, out)
         if with_offline:
-            _int32s(partition["offline_replicas"], flexible, out)
+            _int32s(offline, flexible, out)
         if flexible:
             out.append(0)  # no tagged fields
     if version >= 8:

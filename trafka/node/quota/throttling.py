@@ -96,7 +96,7 @@ def response_size(response: object) -> int:
     return 0
 
 
-_THROTTLE_TIME_FIRST_SINCE: Final = {ApiKey.FETCH: 1, ApiKey.METADATA: 3}
+_THROTTLE_TIME_FIRST_SINCE: Final[dict[int, int]] = {ApiKey.FETCH: 1, ApiKey.METADATA: 3}
 """Pre-encoded responses whose body starts with throttle_time_ms, from these versions."""
 
 
