@@ -423,11 +423,61 @@ def _worker_consume(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker_latency(args: dict[str, Any]) -> dict[str, Any]:
+    """The producer half of L1; the consumer runs in its own process (`latency_consumer`)
+    so that the two clients do not share one interpreter lock (in one process Kafka's
+    producer queue grew to seconds at 10,000 msgs/s, trafka's did not: a figure of the load
+    generator, not of the servers)."""
     import struct
 
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     topic, rate, seconds = args["topic"], args["rate"], args["seconds"]
+    total = int(rate * seconds)
+    with tempfile.TemporaryDirectory(prefix="trafka-l1-") as tmp:
+        ready = Path(tmp) / "ready"
+        job = {"bootstrap": args["bootstrap"], "topic": topic, "total": total, "ready": str(ready)}
+        consumer = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "latency_consumer", json.dumps(job)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # librdkafka's default linger (5 ms, the Java client's too since Kafka 4.0)
+            producer = Producer({"bootstrap.servers": args["bootstrap"], "acks": "all"})
+            # warm up until the consumer got a record produced now: its position is set and
+            # both clients know the partition's leader (marked 'w': not measured)
+            deadline = time.monotonic() + 120
+            while not ready.exists():
+                if time.monotonic() > deadline or consumer.poll() is not None:
+                    raise RuntimeError("the consumer never received a record")
+                producer.produce(topic, struct.pack(">d", time.time()) + b"w" * 92, partition=0)
+                producer.flush(30)
+                time.sleep(0.2)
+            padding = b"x" * (VALUE_BYTES - 8)
+            started = time.perf_counter()
+            for i in range(total):
+                delay = started + i / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                producer.produce(topic, struct.pack(">d", time.time()) + padding, partition=0)
+                producer.poll(0)
+            producer.flush(60)
+            out, _ = consumer.communicate(timeout=120)
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.wait()
+    if consumer.returncode != 0:
+        raise RuntimeError(f"the L1 consumer failed ({consumer.returncode})")
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def _worker_latency_consumer(args: dict[str, Any]) -> dict[str, Any]:
+    """The consumer half of L1: receipt time minus the timestamp in each value."""
+    import struct
+
+    from confluent_kafka import Consumer, TopicPartition
+
     consumer = Consumer(
         {
             "bootstrap.servers": args["bootstrap"],
@@ -437,45 +487,21 @@ def _worker_latency(args: dict[str, Any]) -> dict[str, Any]:
             "fetch.min.bytes": 1,
         }
     )
-    consumer.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END: only what comes next
-    # librdkafka's default linger (5 ms, also the Java client's since Kafka 4.0): what a user gets
-    producer = Producer({"bootstrap.servers": args["bootstrap"], "acks": "all"})
-    total = int(rate * seconds)
+    consumer.assign([TopicPartition(args["topic"], 0, -1)])  # OFFSET_END: what comes next
+    total = args["total"]
     latencies: list[float] = []
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set() and len(latencies) < total:
-            for message in consumer.consume(1000, 0.1):
-                if message.error() is None:
-                    now = time.time()
-                    latencies.append(now - struct.unpack(">d", message.value()[:8])[0])
-
-    # warm up until a record produced now comes back: the consumer's position is set and
-    # both clients know the partition's leader (a new topic takes a moment on either side)
-    deadline = time.monotonic() + 120
-    while not consumer.consume(10, 1.0):
-        if time.monotonic() > deadline:
-            raise RuntimeError("the consumer never received a record")
-        producer.produce(topic, struct.pack(">d", time.time()) + b"x" * 92, partition=0)
-        producer.flush(30)
-    thread = threading.Thread(target=consume)
-    thread.start()
-    padding = b"x" * (VALUE_BYTES - 8)
-    started = time.perf_counter()
-    for i in range(total):
-        target = started + i / rate
-        delay = target - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        producer.produce(topic, struct.pack(">d", time.time()) + padding, partition=0)
-        producer.poll(0)
-    producer.flush(60)
-    deadline = time.monotonic() + 30
+    ready = Path(args["ready"])
+    deadline = time.monotonic() + 240
     while len(latencies) < total and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
-    thread.join()
+        for message in consumer.consume(1000, 0.1):
+            if message.error() is not None:
+                continue
+            now = time.time()
+            value = message.value() or b""
+            if value[8:9] == b"w":
+                ready.touch()
+                continue
+            latencies.append(now - struct.unpack(">d", value[:8])[0])
     consumer.close()
     if len(latencies) < total * 0.99:
         raise RuntimeError(f"received {len(latencies)} of {total}")
@@ -736,6 +762,7 @@ WORKERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "produce": _worker_produce,
     "consume": _worker_consume,
     "latency": _worker_latency,
+    "latency_consumer": _worker_latency_consumer,
     "commits": _worker_commits,
     "first_produce": _worker_first_produce,
     "metadata": _worker_metadata,
