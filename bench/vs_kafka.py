@@ -30,9 +30,9 @@ Goals (the issue's names), each measured on both targets with the same load gene
 * C1: consume what P1 wrote from the log start: one confluent-kafka consumer process
   (assign, no group) and `ConsumerPerformance`.
 * P2: produce, 3 nodes, RF=3, acks=all, `min.insync.replicas=2`: python and java.
-* L1: end-to-end latency at 10,000 msgs/s, 3 nodes, RF=3, acks=all: a producer thread
-  paced at the rate writes `time.time()` into each value, a consumer thread in the same
-  process reads it back (p50/p99 of receipt - send).
+* L1: end-to-end latency at 10,000 msgs/s, 3 nodes, RF=3, acks=all: a producer process
+  paced at the rate writes `time.time()` into each value, a consumer process reads it back
+  (p50/p99 of receipt - send).
 * G1: synchronous OffsetCommit from one consumer, 3 nodes (`__consumer_offsets` RF=3):
   commits/s, p50, p99 of `commit(asynchronous=False)` (simple commits, one partition).
 * G1 rebalance: a group of `--members` (10) confluent-kafka consumers in one worker process
