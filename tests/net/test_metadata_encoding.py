@@ -83,8 +83,7 @@ async def test_the_topics_are_written_as_kio_writes_them(version: int) -> None:
         chunks = await large_requests.encode_in_slices(
             build(cls, {**data, "topics": []}),
             "topics",
-            None,
+            lambda topic, out: metadata_encoding.encode_topic(version, topic, out),
             topics,
-            write_element=lambda topic, out: metadata_encoding.encode_topic(version, topic, out),
         )
         assert b"".join(chunks) == expected

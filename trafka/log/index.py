@@ -29,6 +29,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 from trafka.log.errors import LogError
@@ -71,18 +72,24 @@ class _IndexFile:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def _open(self) -> int | None:
-        """A descriptor for one write (the caller closes it); None if the file is gone (a
-        deletion or retention removed it: what was to be written has no reader left).
+    def _on_file(self, *steps: Callable[[int], object]) -> None:
+        """Open the file for one write, run `steps` on its descriptor, close it; nothing
+        if the file is gone (a deletion or retention removed it: what was to be written
+        has no reader left).
 
         No descriptor stays open between writes: appends touch memory only and the file is
         written on sync, flush, roll and close, so holding one would cost two descriptors
         per partition for nothing (10,000 partitions: 20,000 of them, past a usual
         `ulimit -n`; Kafka likewise closes its index files once they are mapped)."""
         try:
-            return os.open(self.path, os.O_RDWR)
+            fd = os.open(self.path, os.O_RDWR)
         except FileNotFoundError:
-            return None
+            return
+        try:
+            for step in steps:
+                step(fd)
+        finally:
+            os.close(fd)
 
     def open_for_append(self) -> None:
         """Create if missing and preallocate to the maximum size (the active segment's index)."""
@@ -99,28 +106,16 @@ class _IndexFile:
         if not self._writable:
             return
         self._writable = False
-        fd = self._open()
-        if fd is None:
-            return
-        try:
-            self._write_pending(fd)
-            os.ftruncate(fd, len(self) * self.entry_size)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        size = len(self) * self.entry_size
+        self._on_file(
+            self._write_pending,
+            lambda fd: os.ftruncate(fd, size),
+            *((os.fsync,) if durable else ()),
+        )
 
     def flush(self) -> None:
-        if not self._writable:
-            return
-        fd = self._open()
-        if fd is None:
-            return
-        try:
-            self._write_pending(fd)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self._writable:
+            self._on_file(self._write_pending, os.fsync)
 
     def sync(self) -> None:
         """Write the entries appended since the last sync (one pwrite).
@@ -129,15 +124,8 @@ class _IndexFile:
         only for segments below the recovery point, and those were flushed (which syncs)
         or trimmed on roll (which syncs); later ones are rebuilt on recovery.
         """
-        if not self._writable or self._written >= len(self):
-            return
-        fd = self._open()
-        if fd is None:
-            return
-        try:
-            self._write_pending(fd)
-        finally:
-            os.close(fd)
+        if self._writable and self._written < len(self):
+            self._on_file(self._write_pending)
 
     def _write_pending(self, fd: int) -> None:
         if self._written >= len(self):
@@ -159,13 +147,10 @@ class _IndexFile:
         """After an in-memory truncation: zero the dropped slots (the file stays sized)."""
         self._written = min(self._written, entries)
         if self._writable:
-            fd = self._open()
-            if fd is not None:
-                try:
-                    os.ftruncate(fd, entries * self.entry_size)
-                    os.ftruncate(fd, self.max_entries * self.entry_size)
-                finally:
-                    os.close(fd)
+            self._on_file(
+                lambda fd: os.ftruncate(fd, entries * self.entry_size),
+                lambda fd: os.ftruncate(fd, self.max_entries * self.entry_size),
+            )
         elif self.path.exists():
             os.truncate(self.path, entries * self.entry_size)
 

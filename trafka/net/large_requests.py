@@ -9,8 +9,9 @@ request, to let the node's quorum session expire.
 What: a request frame of at least `LARGE_REQUEST_BYTES` whose API has a slice decoder here
 is decoded by it instead of kio, yielding to the event loop every `ELEMENTS_PER_SLICE`
 elements (`trio.sleep(0)`); it builds the very kio objects kio would (tests compare both
-on every version). `encode_in_slices` writes a response whose one big array is encoded
-element by element with the same yields, around kio's encoding of the rest; the handler
+on every version). `encode_in_slices` writes a response whose one big array is written
+element by element (Metadata's topics: `trafka.net.metadata_encoding`) with the same
+yields, around kio's encoding of the rest; the handler
 returns it as an `EncodedResponse`. Every length and count is checked against the bytes
 left before anything is built for it.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import io
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -248,44 +248,24 @@ def _trailing_bytes(response_cls: type[Any], field_name: str) -> int:
 async def encode_in_slices(
     response: Any,
     field_name: str,
-    build_element: Callable[[Any], Any] | None,
+    write_element: Callable[[Any, bytearray], None],
     items: Sequence[Any],
-    *,
-    write_element: Callable[[Any, bytearray], None] | None = None,
 ) -> list[bytes]:
     """Encode `response` (whose `field_name` array is empty) with `items` as that array,
-    each turned into its kio struct by `build_element` (or written by `write_element`
-    itself), yielding between slices. Returns the body chunks; equal to kio's encoding of
-    the whole response (tests)."""
-    response_cls = type(response)
-    flexible = bool(response_cls.__flexible__)
+    each written by `write_element(item, out)`, yielding between slices. Returns the body
+    chunks; equal to kio's encoding of the whole response (tests)."""
+    flexible = bool(type(response).__flexible__)
     empty = codec.encode_response(response)
-    tail = _trailing_bytes(response_cls, field_name)
+    tail = _trailing_bytes(type(response), field_name)
     head_size = len(empty) - tail - len(_array_prefix(0, flexible))
     chunks = [empty[:head_size] + _array_prefix(len(items), flexible)]
-    if write_element is not None:
-        out = bytearray()
-        for index, item in enumerate(items):
-            if index and index % ELEMENTS_PER_SLICE == 0:
-                chunks.append(bytes(out))
-                out = bytearray()
-                await trio.sleep(0)
-            write_element(item, out)
-        chunks.append(bytes(out))
-        chunks.append(empty[len(empty) - tail :] if tail else b"")
-        return chunks
-    assert build_element is not None
-    writer: Any = None
-    buffer = io.BytesIO()
+    out = bytearray()
     for index, item in enumerate(items):
         if index and index % ELEMENTS_PER_SLICE == 0:
-            chunks.append(buffer.getvalue())
-            buffer = io.BytesIO()
+            chunks.append(bytes(out))
+            out = bytearray()
             await trio.sleep(0)
-        element = build_element(item)
-        if writer is None:
-            writer = codec.entity_writer(type(element))
-        writer(buffer, element)
-    chunks.append(buffer.getvalue())
+        write_element(item, out)
+    chunks.append(bytes(out))
     chunks.append(empty[len(empty) - tail :] if tail else b"")
     return chunks

@@ -65,6 +65,7 @@ node endpoints, KIP-951).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -91,6 +92,11 @@ from trafka.security.authorizer import AclOperation, ResourceType
 _ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_CAP_MS = 60_000
 """Bound on how long a fetch may park (clients ask for 500 ms .. a few seconds)."""
+
+
+Wanted = tuple[str | None, int, int, int, int]
+"""A partition of the request: topic name (None: an unknown topic id), partition, fetch
+offset, partition max bytes, current leader epoch."""
 
 
 def _size(result: ReadResult) -> int:
@@ -138,6 +144,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # read, so that no change in between is missed
     waiter = replicas.watch(keys, log_end=replica_id >= 0)
     positions: dict[tuple[str, int], list[int]] | None = None
+
+    async def read_again(partitions: list[Wanted]) -> list[ReadResult]:
+        return await _read_all(
+            ctx,
+            partitions,
+            max_bytes,
+            isolation_level,
+            replica_id,
+            readable,
+            client_rack,
+            first_pass=False,
+        )
+
     try:
         reads = await _read_all(
             ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
@@ -168,11 +187,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ctx,
                     wanted,
                     reads,
-                    max_bytes,
+                    read_again,
                     isolation_level,
                     replica_id,
-                    readable,
-                    client_rack,
                     at_deadline=at_deadline,
                     only=only,
                 )
@@ -183,16 +200,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ctx, wanted, isolation_level, replica_id
             ):
                 continue
-            reads = await _read_all(
-                ctx,
-                wanted,
-                max_bytes,
-                isolation_level,
-                replica_id,
-                readable,
-                client_rack,
-                first_pass=False,
-            )
+            reads = await read_again(wanted)
     finally:
         replicas.unwatch(waiter, keys)
     if replica_id >= 0:
@@ -345,7 +353,7 @@ def _topic_entry(
 
 async def _any_fetchable(
     ctx: RequestContext,
-    wanted: list[tuple[str | None, int, int, int, int]],
+    wanted: list[Wanted],
     isolation_level: int,
     replica_id: int,
 ) -> bool:
@@ -366,7 +374,7 @@ async def _any_fetchable(
 
 
 def _positions(
-    wanted: list[tuple[str | None, int, int, int, int]],
+    wanted: list[Wanted],
 ) -> dict[tuple[str, int], list[int]]:
     """(topic, partition) -> its positions in the request (a partition may repeat)."""
     positions: dict[tuple[str, int], list[int]] = {}
@@ -378,13 +386,11 @@ def _positions(
 
 async def _read_changed(
     ctx: RequestContext,
-    wanted: list[tuple[str | None, int, int, int, int]],
+    wanted: list[Wanted],
     previous: list[ReadResult],
-    max_bytes: int,
+    read_again: Callable[[list[Wanted]], Awaitable[list[ReadResult]]],
     isolation_level: int,
     replica_id: int,
-    readable: set[str] | None,
-    client_rack: str | None,
     *,
     at_deadline: bool,
     only: list[int] | None = None,
@@ -419,16 +425,7 @@ async def _read_changed(
             reads[index] = ReadResult(0, *offsets)
     if not changed:
         return reads if at_deadline else None
-    fresh = await _read_all(
-        ctx,
-        [wanted[index] for index in changed],
-        max_bytes,
-        isolation_level,
-        replica_id,
-        readable,
-        client_rack,
-        first_pass=False,
-    )
+    fresh = await read_again([wanted[index] for index in changed])
     for index, result in zip(changed, fresh, strict=True):
         reads[index] = result
     return reads
@@ -436,7 +433,7 @@ async def _read_changed(
 
 async def _read_all(
     ctx: RequestContext,
-    wanted: list[tuple[str | None, int, int, int, int]],
+    wanted: list[Wanted],
     max_bytes: int,
     isolation_level: int,
     replica_id: int = -1,

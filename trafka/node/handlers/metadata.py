@@ -169,9 +169,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     chunks = await large_requests.encode_in_slices(
         build(cls, {**data, "topics": []}),
         "topics",
-        None,
+        lambda topic, out: metadata_encoding.encode_topic(version, topic, out),
         answer,
-        write_element=lambda topic, out: metadata_encoding.encode_topic(version, topic, out),
     )
     while answer:  # freed in slices too, not in one burst when the handler returns
         del answer[-large_requests.ELEMENTS_PER_SLICE :]
