@@ -528,3 +528,59 @@ def test_a_deferred_roll_flush_after_a_truncation_leaves_the_recovery_point(
     worker.run_all()
     assert log.recovery_point <= 3
     log.close()
+
+
+def _reads(log: PartitionLog) -> list[object]:
+    """Every read a fetcher could make of the log now: each offset, several byte budgets,
+    bounded by every offset above it (a consumer's HW, a follower's log end) or not."""
+    end = log.log_end_offset
+    answers: list[object] = []
+    for start in range(max(log.log_start_offset, end - 12), end + 1):
+        for max_bytes in (0, 1, 90, 300, 1 << 20):
+            for max_offset in (None, *range(start, min(end, start + 6) + 1)):
+                answer = log.read(
+                    start,
+                    max_bytes=max_bytes,
+                    max_offset=max_offset,
+                    min_one_batch=max_bytes != 0,
+                    bytes_up_to=200,
+                )
+                if answer.regions:
+                    offsets = [
+                        record.offset
+                        for decoded in iter_batches(answer.to_bytes())
+                        for record in decoded.records
+                    ]
+                    assert offsets[0] <= start <= offsets[-1]
+                    assert max_offset is None or offsets[-1] < max_offset
+                    assert answer.next_offset == offsets[-1] + 1
+                answers.append(answer)
+    return answers
+
+
+def test_reads_at_the_tail_answer_as_reads_that_walk_the_headers(tmp_path: Path) -> None:
+    """The segment remembers the batch this process appended last (its tail) and reads at
+    the log end skip the header reads; every answer must be the one the header walk gives
+    (the log's own segments with the tail forgotten), through rolls and truncations."""
+    import random
+
+    rng = random.Random(7)
+    log = open_log(tmp_path, LogConfig(segment_bytes=600, index_interval_bytes=150))
+
+    def check() -> None:
+        remembered = _reads(log)
+        for segment in log._segments:  # the header walk: as after a restart
+            segment._tail = None
+        assert _reads(log) == remembered
+
+    for step in range(30):
+        values = [b"x" * rng.randrange(0, 40) for _ in range(rng.randrange(1, 4))]
+        log.append_as_leader(batch(values), leader_epoch=0, now_ms=NOW)
+        check()
+        if step % 13 == 12:
+            log.truncate_to(log.log_end_offset - rng.randrange(1, 4))
+            check()
+    assert len(log.segments()) > 2
+    small = log.read(log.log_end_offset - 1, max_bytes=1 << 20, bytes_up_to=1 << 20)
+    assert small.data is not None and small.data == small.regions[0].read()
+    log.close()

@@ -925,12 +925,15 @@ class PartitionLog:
         max_offset: int | None = None,
         min_one_batch: bool = True,
         with_bytes: bool = False,
+        bytes_up_to: int = 0,
     ) -> FetchData:
         """Whole batches from the batch holding `start_offset`, up to `max_bytes`.
 
         `with_bytes` also reads the bytes now, through the segment's open descriptor and
         under the log's lock (`FetchData.data`): cheaper than `to_bytes()` later, which
-        must reopen the file, and immune to later retention or compaction.
+        must reopen the file, and immune to later retention or compaction. `bytes_up_to`:
+        the same for an answer of at most that many bytes (a region that small costs an
+        open and a close more to send later than to read now).
 
         `max_offset` (exclusive; the HW for consumers) excludes the batch holding it and
         everything after. `min_one_batch` returns the first batch even if it exceeds
@@ -954,7 +957,7 @@ class PartitionLog:
                 if max_offset is not None and first.last_offset >= max_offset:
                     return empty
                 limit = min(first.position + max(max_bytes, 0), segment.size)
-                if max_offset is not None:
+                if max_offset is not None and max_offset < segment.next_offset:
                     bound = segment.translate_offset(max_offset, first.position)
                     if bound is not None:
                         limit = min(limit, bound.position)
@@ -963,11 +966,12 @@ class PartitionLog:
                     if not min_one_batch:
                         return empty
                     end, next_offset = first.position + first.size, first.next_offset
-                region = FileRegion(
-                    segment.log_path, first.position, end - first.position, segment.inode
-                )
+                length = end - first.position
+                region = FileRegion(segment.log_path, first.position, length, segment.inode)
                 data = (
-                    segment.read_bytes(first.position, end - first.position) if with_bytes else None
+                    segment.read_bytes(first.position, length)
+                    if with_bytes or length <= bytes_up_to
+                    else None
                 )
                 return FetchData(start_offset, (region,), next_offset, data)
             return empty

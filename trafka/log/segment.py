@@ -259,6 +259,10 @@ class LogSegment:
         self._position_hints: dict[int, int] = {}
         """offset -> position of a batch starting there: where recent reads ended and the
         last append began, so a sequential reader finds its batch with one header read."""
+        self._tail: EntryInfo | None = None
+        """The last batch this process appended (absolute position), while it ends the
+        file: reads at the log end (a follower or consumer right behind the producer) find
+        their batch and the file's end without reading a header."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -307,6 +311,7 @@ class LogSegment:
 
     def _reset_empty(self) -> bool:
         self.next_offset = self.base_offset
+        self._tail = None
         return True
 
     def make_active(self) -> None:
@@ -385,6 +390,8 @@ class LogSegment:
             self._rolling_based_timestamp = entries[0].max_timestamp
         self.size = position + total
         self.next_offset = entries[-1].next_offset
+        last = entries[-1]
+        self._tail = last._replace(position=position + last.position)
         self.remember_position(entries[0].base_offset, position + entries[0].position)
 
     def should_roll(
@@ -430,6 +437,13 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> EntryInfo | None:
         """The first batch whose last offset is >= `offset`, or None."""
+        tail = self._tail
+        if (
+            tail is not None
+            and tail.base_offset <= offset <= tail.last_offset
+            and tail.position >= start_position
+        ):
+            return tail  # the batches before it end below its base offset
         hinted = self._position_hints.get(offset)
         if hinted is not None and hinted >= start_position:
             for info in self.iter_entries(hinted):
@@ -447,8 +461,12 @@ class LogSegment:
 
         The next offset is where a reader continues: the base offset of the first batch
         left out, or the next offset of the last batch included (-1 if none included).
-        Scans from the last index entry below the limit, not from the start.
+        Scans from the last index entry below the limit, not from the start; not at all
+        when the limit is the end of a file whose last batch this process appended.
         """
+        tail = self._tail
+        if limit_position >= self.size and tail is not None and start_position < self.size:
+            return self.size, tail.last_offset + 1
         scan_from = max(start_position, self.offset_index.lookup_position(limit_position))
         end = scan_from
         next_offset = -1
@@ -501,6 +519,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
         self._position_hints.clear()
+        self._tail = None
         entries: list[EntryInfo] = []
         valid_end, reason = self._scan_valid(entries)
         truncated = self.size - valid_end
@@ -562,6 +581,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= `offset`; return the bytes dropped."""
         self._position_hints.clear()
+        self._tail = None
         info = self.translate_offset(offset)
         if info is None:
             return 0

@@ -80,7 +80,7 @@ class FrameReader:
     """Reads size-prefixed frames from a trio socket into a buffer that starts small and
     grows to `receive_buffer_bytes` when a frame needs it (larger frames get their own)."""
 
-    __slots__ = ("_buffer", "_capacity", "_end", "_limit", "_socket", "_start", "_view")
+    __slots__ = ("_buffer", "_capacity", "_end", "_limit", "_plain", "_socket", "_start", "_view")
 
     def __init__(
         self,
@@ -92,6 +92,7 @@ class FrameReader:
         if receive_buffer_bytes < 2 * _SIZE_BYTES:
             raise ValueError("receive buffer too small")
         self._socket = socket
+        self._plain = is_plain(socket)
         self._limit = max_frame_bytes
         self._capacity = receive_buffer_bytes
         self._buffer = bytearray(min(receive_buffer_bytes, _INITIAL_BUFFER_BYTES))
@@ -105,7 +106,12 @@ class FrameReader:
             pending = self._end - self._start
             self._buffer[:pending] = self._view[self._start : self._end]
             self._start, self._end = 0, pending
-        received: int = await self._socket.recv_into(self._view[self._end :])
+        view = self._view[self._end :]
+        received: int = (
+            await receive_now(self._socket, view)
+            if self._plain
+            else await self._socket.recv_into(view)
+        )
         self._end += received
         return received
 
@@ -265,23 +271,72 @@ _MAX_IOVECS: Final = 512
 _JOIN_BELOW_BYTES: Final = 16 * 1024
 
 
+def is_plain(socket: object) -> bool:
+    """A plain trio socket, read and written through its descriptor by `receive_now` and
+    `send_now` (not a TLS transport, not a test double)."""
+    return isinstance(socket, trio.socket.SocketType)
+
+
+def _descriptor(socket: trio.socket.SocketType) -> int:
+    """The socket's descriptor, asked at each use: a closed socket's number may already
+    belong to another file."""
+    fd = socket.fileno()
+    if fd < 0:
+        raise trio.ClosedResourceError("socket was closed")
+    return fd
+
+
+async def receive_now(socket: trio.socket.SocketType, view: memoryview) -> int:
+    """`recv_into` on a plain trio socket, waiting only when nothing is there.
+
+    trio's socket methods end every successful call with a checkpoint: the task goes to the
+    back of the run queue and the loop polls epoll before it runs again. A request crosses
+    several such calls on each node it visits (a synchronous commit on 3 nodes, a dozen),
+    each a scheduling pass of latency for bytes already received. Here only waiting is a
+    checkpoint, so callers that loop must checkpoint now and then themselves (the server's
+    read loop does, every `CHECKPOINT_EVERY` frames)."""
+    while True:
+        try:
+            return os.readv(_descriptor(socket), (view,))
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(socket)
+
+
+async def send_now(
+    socket: trio.socket.SocketType, buffers: Sequence[bytes | bytearray | memoryview]
+) -> int:
+    """`sendmsg` on a plain trio socket, as `receive_now`: a checkpoint only when the
+    socket's send buffer is full."""
+    while True:
+        try:
+            return os.writev(_descriptor(socket), buffers)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(socket)
+
+
+CHECKPOINT_EVERY: Final = 8
+"""Frames or responses a connection's loop handles between two checkpoints of its own (it
+yields anyway whenever it waits)."""
+
+
 async def send_buffers(
     socket: trio.socket.SocketType, buffers: Sequence[bytes | bytearray | memoryview]
 ) -> None:
     """Send buffers in order: small totals joined into one ``send``, large ones with
     scatter-gather ``sendmsg`` so record bytes are not copied."""
+    plain = is_plain(socket)
     total = sum(len(b) for b in buffers)
     if total <= _JOIN_BELOW_BYTES or len(buffers) == 1:
         view = memoryview(b"".join(buffers) if len(buffers) > 1 else buffers[0]).cast("B")
         while view:
-            sent_now: int = await socket.send(view)
+            sent_now: int = await (send_now(socket, (view,)) if plain else socket.send(view))
             view = view[sent_now:]
         return
     views = [memoryview(b).cast("B") for b in buffers if len(b)]
     index = 0
     while index < len(views):
         batch = views[index : index + _MAX_IOVECS]
-        sent: int = await socket.sendmsg(batch)
+        sent: int = await (send_now(socket, batch) if plain else socket.sendmsg(batch))
         while sent and index < len(views):
             head = views[index]
             if sent >= len(head):

@@ -89,6 +89,7 @@ from trafka.metrics.errors import error_codes
 from . import codec, headers, large_requests, protocol
 from .connection_limits import ConnectionCounts, ConnectionLimits
 from .framing import (
+    CHECKPOINT_EVERY,
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Chunk,
     FrameError,
@@ -226,8 +227,10 @@ class RequestTurn:
         return cls(None)
 
     async def wait(self) -> None:
+        """Until the previous request released its turn (no checkpoint if it did)."""
         if self._previous is not None:
-            await self._previous.wait()
+            if not self._previous.is_set():
+                await self._previous.wait()
             self._previous = None
 
     def release(self) -> None:
@@ -461,8 +464,15 @@ class _Connection:
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         self.nursery = nursery
+        frames = 0
         while True:
-            await self.slots.acquire()
+            frames += 1
+            if frames % CHECKPOINT_EVERY == 0:
+                await trio.lowlevel.checkpoint()  # reading frames never waits otherwise
+            try:
+                self.slots.acquire_nowait()
+            except trio.WouldBlock:
+                await self.slots.acquire()
             await self.throttle.wait_unmuted()
             frame = await self.reader.next_frame(self._reserve, self._check_header)
             if frame is None:
@@ -634,14 +644,24 @@ class _Connection:
         """Write responses in request order; responses that are already complete when the
         writer gets to them go out together in one send (fewer syscalls when pipelining)."""
         carry: _Pending | None = None
+        rounds = 0
         try:
             while True:
+                rounds += 1
+                if rounds % CHECKPOINT_EVERY == 0:
+                    await trio.lowlevel.checkpoint()  # as in _read_loop
                 if carry is None:
                     try:
-                        carry = await self.order_receive.receive()
+                        carry = self.order_receive.receive_nowait()
+                    except trio.WouldBlock:
+                        try:
+                            carry = await self.order_receive.receive()
+                        except trio.EndOfChannel:
+                            break
                     except trio.EndOfChannel:
                         break
-                await carry.done.wait()
+                if not carry.done.is_set():
+                    await carry.done.wait()
                 batch = [carry]
                 carry = None
                 batch_bytes = 0

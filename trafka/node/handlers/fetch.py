@@ -445,8 +445,9 @@ async def _read_all(
     """Read every wanted partition; only the request's first pass records a follower's
     fetch offsets (its LEO, the HW, the ISR)."""
     replica_manager = ctx.services.replicas
+    caught_up = replica_manager.read_caught_up if replica_id >= 0 and first_pass else None
     remaining = max_bytes
-    results = []
+    results: list[ReadResult] = []
     first_data = True
     loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
     for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
@@ -454,6 +455,11 @@ async def _read_all(
         if topic is None:  # a topic id this node does not know (v13+)
             results.append(ReadResult(int(ErrorCode.unknown_topic_id)))
             continue
+        if caught_up is not None:
+            result = caught_up(topic, partition, fetch_offset, leader_epoch, replica_id)
+            if result is not None:
+                results.append(result)
+                continue
         if readable is not None and topic not in readable:
             results.append(ReadResult(int(ErrorCode.topic_authorization_failed)))
             continue

@@ -269,6 +269,8 @@ class ReplicaFetchers:
         self, states: dict[TopicPartition, PartitionFollowerState], now_ms: int
     ) -> dict[TopicPartition, PartitionFollowerState]:
         quota = self.replica_manager.follower_quota
+        if not quota.throttled:
+            return states  # no partition listed: none is held back
         return {
             tp: state
             for tp, state in states.items()

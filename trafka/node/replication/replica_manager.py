@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -145,6 +145,9 @@ class FollowerFetchers(Protocol):
 RACKS_REFRESH_MS = 1000
 """KIP-392: how stale the brokers' racks may be when choosing a preferred read replica (a
 broker that died meanwhile stays eligible while it is in the ISR anyway)."""
+READ_NOW_BYTES = 16 * 1024
+"""A Fetch answer of a partition this small is read at once through the segment's open
+descriptor and kept as bytes; larger ones stay file regions, sent with sendfile."""
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -199,8 +202,10 @@ class PartitionWatch:
         await self.event.wait()
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
+    """One partition's read (a NamedTuple: a follower's Fetch builds one per partition of
+    its session, and a tuple is several times cheaper to build than a frozen dataclass)."""
+
     error_code: int
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -550,6 +555,8 @@ class ReplicaManager:
     def record_leader_throttled_bytes(self, sent: Iterable[tuple[str, int, int]]) -> None:
         """After a follower's Fetch response: count the bytes of every (topic, partition,
         size) on the leader list, in-sync or not (`KafkaApis.sizeOfThrottledPartitions`)."""
+        if not self.leader_quota.throttled:
+            return  # no partition listed: nothing to count (and `sent` is not walked)
         total = sum(
             size
             for topic, partition, size in sent
@@ -869,26 +876,11 @@ class ReplicaManager:
         Fetch read again records nothing, its offset was recorded when it arrived (Kafka
         updates the follower's state once per Fetch, not in DelayedFetch)."""
         if replica_id >= 0 and record_follower_fetch:
-            # The common case first: a caught-up follower (a session names every partition
-            # it follows here, thousands at scale; most have nothing new). The same answer
-            # as the general path below, without its lookups.
-            tp = TopicPartition(topic, partition)
-            state = self.leaders.get(tp)
-            log = None if state is None else self._log_manager.get(topic, partition)
-            if (
-                state is not None
-                and log is not None
-                and (current_leader_epoch < 0 or current_leader_epoch == state.leader_epoch)
-                and fetch_offset == log.log_end_offset
-                and fetch_offset >= log.log_start_offset
-            ):
-                self._follower_fetched(tp, state, replica_id, fetch_offset)
-                return ReadResult(
-                    0,
-                    int(log.high_watermark),
-                    int(log.last_stable_offset),
-                    int(log.log_start_offset),
-                )
+            caught_up = self.read_caught_up(
+                topic, partition, fetch_offset, current_leader_epoch, replica_id
+            )
+            if caught_up is not None:
+                return caught_up
         from_consumer_v11 = replica_id < 0 and client_rack is not None
         error_code, log, leader_epoch = self._leader_log(
             topic, partition, allow_follower=from_consumer_v11
@@ -944,7 +936,11 @@ class ReplicaManager:
             return ReadResult(0, high_watermark, last_stable_offset, log_start_offset, (), 0)
         try:
             data = log.read(
-                fetch_offset, max_bytes=max_bytes, max_offset=upper, min_one_batch=min_one_batch
+                fetch_offset,
+                max_bytes=max_bytes,
+                max_offset=upper,
+                min_one_batch=min_one_batch,
+                bytes_up_to=READ_NOW_BYTES,
             )
         except Exception as error:
             read_code, _ = _error_for(error)
@@ -961,6 +957,36 @@ class ReplicaManager:
             )
         return ReadResult(
             0, high_watermark, last_stable_offset, log_start_offset, records, size, aborted
+        )
+
+    def read_caught_up(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        replica_id: int,
+    ) -> ReadResult | None:
+        """`read` of a follower's first pass when the follower is caught up (its fetch
+        offset is this leader's log end), else None (then `read` it). The common case: a
+        session names every partition the follower follows here, thousands at scale, and
+        most have nothing new. The same answer and the same recording as `read`, without
+        its lookups."""
+        tp = TopicPartition(topic, partition)
+        state = self.leaders.get(tp)
+        if state is None:
+            return None
+        log = self._log_manager.get(topic, partition)
+        if (
+            log is None
+            or fetch_offset != log.log_end_offset
+            or (current_leader_epoch >= 0 and current_leader_epoch != state.leader_epoch)
+            or fetch_offset < log.log_start_offset
+        ):
+            return None
+        self._follower_fetched(tp, state, replica_id, fetch_offset)
+        return ReadResult(
+            0, int(log.high_watermark), int(log.last_stable_offset), int(log.log_start_offset)
         )
 
     def _preferred_read_replica(
@@ -1148,6 +1174,8 @@ def _fetch_payload(data: Any) -> tuple[tuple[Chunk, ...], int]:
     """
     if data is None or data.size == 0:
         return (), 0
+    if data.data is not None:
+        return (data.data,), len(data.data)
     chunks = tuple(
         FileRegion(str(region.path), region.position, region.length) for region in data.regions
     )
