@@ -205,10 +205,31 @@ class KafkaConnection:
                 f"{type(request).__qualname__} is not {codec.api_name(api_key)} v{version}"
             )
         expects_response = not (api_key == 0 and int(request.acks) == 0)
+        return await self._round_trip(
+            api_key, version, codec.encode_request(request), expects_response, timeout_s
+        )
+
+    async def request_encoded(
+        self, api_key: int, api_version: int, body: bytes, *, timeout_s: float | None = None
+    ) -> Any:
+        """`request` of a body the caller encoded itself (a hot path's own encoder, e.g.
+        a follower's Fetch); the response is decoded as for `request`."""
+        if codec.response_class(api_key, api_version) is None:
+            raise ValueError(f"no response of api key {api_key} v{api_version} to decode")
+        return await self._round_trip(api_key, api_version, body, True, timeout_s)
+
+    async def _round_trip(
+        self,
+        api_key: int,
+        version: int,
+        body: bytes,
+        expects_response: bool,
+        timeout_s: float | None,
+    ) -> Any:
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             with trio.fail_after(timeout):
-                waiter = await self._send(request, api_key, version, expects_response)
+                waiter = await self._send(body, api_key, version, expects_response)
                 if waiter is None:
                     return None
                 await self._wait(waiter)
@@ -220,7 +241,7 @@ class KafkaConnection:
         return waiter.response
 
     async def _send(
-        self, request: Any, api_key: int, version: int, expects_response: bool
+        self, body: bytes, api_key: int, version: int, expects_response: bool
     ) -> _Waiter | None:
         if self._broken is not None:
             raise ConnectionBroken(str(self._broken))
@@ -232,7 +253,6 @@ class KafkaConnection:
             self.client_id,
             protocol.request_header_version(api_key, version),
         )
-        body = codec.encode_request(request)
         waiter = _Waiter(correlation_id, api_key, version) if expects_response else None
         async with self._send_lock:
             if waiter is not None:

@@ -188,3 +188,59 @@ def materialize(chunks: Sequence[Chunk]) -> bytes:
         else:
             parts.append(bytes(chunk))
     return b"".join(parts)
+
+
+# ---- a follower's Fetch request --------------------------------------------------------------
+
+FOLLOWER_REQUEST_VERSION: Final = 12
+"""The version a follower sends (topic names, flexible): `encode_follower_fetch_request`."""
+
+_REQUEST_TOP = struct.Struct(">iiiibii")
+# replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
+_REQUEST_PARTITION = struct.Struct(">iiqiqiB")
+# partition, current_leader_epoch, fetch_offset, last_fetched_epoch (-1), log_start_offset
+# (-1), partition_max_bytes, empty tags
+
+RequestPartition = tuple[int, int, int, int]
+"""(partition, current leader epoch, fetch offset, partition max bytes)."""
+
+
+def encode_follower_fetch_request(
+    *,
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    session_id: int,
+    session_epoch: int,
+    topics: Sequence[tuple[str, Sequence[RequestPartition]]],
+    forgotten: Sequence[tuple[str, Sequence[int]]],
+    max_bytes: int = 0x7FFFFFFF,
+) -> bytes:
+    """A follower's FetchRequest v12 body, the bytes kio writes for the same request (no
+    cluster id, empty rack, READ_UNCOMMITTED): a follower sends one per leader per answer,
+    and building kio's entities and writing them cost it ~0.1 ms of the ~0.5 ms it spends
+    between the leader's answer and its next request (tests/net/test_fetch_encoding.py
+    checks equality with kio)."""
+    parts = [
+        _REQUEST_TOP.pack(
+            replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch
+        ),
+        _count(len(topics), True),
+    ]
+    pack = _REQUEST_PARTITION.pack
+    for name, partitions in topics:
+        parts.append(_string(name, True))
+        parts.append(_count(len(partitions), True))
+        for partition, leader_epoch, fetch_offset, partition_max_bytes in partitions:
+            parts.append(
+                pack(partition, leader_epoch, fetch_offset, -1, -1, partition_max_bytes, 0)
+            )
+        parts.append(b"\x00")
+    parts.append(_count(len(forgotten), True))
+    for name, indexes in forgotten:
+        parts.append(_string(name, True))
+        parts.append(_count(len(indexes), True))
+        parts.extend(_I32.pack(index) for index in indexes)
+        parts.append(b"\x00")
+    parts.append(b"\x01\x00")  # rack_id "" (compact: length + 1), then no tagged fields
+    return b"".join(parts)

@@ -40,20 +40,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_request
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.schema.types import BrokerId as KioBrokerId
 from kio.schema.types import TopicName
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i32
 
 from trafka.group.hashing import java_string_hash_code, kafka_utils_abs
 from trafka.log.errors import LogDirFailedError, UnexpectedAppendOffsetError
 from trafka.log.partition_log import PartitionLog
+from trafka.net import fetch_encoding
+from trafka.net.api_keys import ApiKey
 from trafka.net.client import ClientError, KafkaConnection
 from trafka.node.clock import SYSTEM_CLOCK, Clock
 from trafka.node.replication.fetch_session_client import FetchSessionClient
@@ -300,35 +300,26 @@ class ReplicaFetchers:
             offsets[tp] = int(log_.log_end_offset)
             wanted[tp] = (offsets[tp], state.leader_epoch, self.fetch_max_bytes)
         session_request = session.build(wanted)
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[tuple[int, int, int, int]]] = {}
         for tp, (fetch_offset, leader_epoch, max_bytes) in session_request.to_send.items():
             by_topic.setdefault(tp.topic, []).append(
-                fetch_request.FetchPartition(
-                    partition=i32(tp.partition),
-                    current_leader_epoch=i32(leader_epoch),
-                    fetch_offset=i64(fetch_offset),
-                    partition_max_bytes=i32(max_bytes),
-                )
+                (tp.partition, leader_epoch, fetch_offset, max_bytes)
             )
-        forgotten: dict[str, list[i32]] = {}
+        forgotten: dict[str, list[int]] = {}
         for tp in session_request.to_forget:
-            forgotten.setdefault(tp.topic, []).append(i32(tp.partition))
-        response = await connection.request(
-            fetch_request.FetchRequest(
-                replica_id=KioBrokerId(self.node_id),
-                max_wait=timedelta(milliseconds=self.fetch_wait_max_ms),  # type: ignore[arg-type]
-                min_bytes=i32(1),
-                session_id=i32(session_request.session_id),
-                session_epoch=i32(session_request.epoch),
-                topics=tuple(
-                    fetch_request.FetchTopic(topic=TopicName(t), partitions=tuple(ps))
-                    for t, ps in by_topic.items()
-                ),
-                forgotten_topics_data=tuple(
-                    fetch_request.ForgottenTopic(topic=TopicName(t), partitions=tuple(ps))
-                    for t, ps in forgotten.items()
-                ),
-            )
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        response = await connection.request_encoded(
+            ApiKey.FETCH,
+            fetch_encoding.FOLLOWER_REQUEST_VERSION,
+            fetch_encoding.encode_follower_fetch_request(
+                replica_id=self.node_id,
+                max_wait_ms=self.fetch_wait_max_ms,
+                min_bytes=1,
+                session_id=session_request.session_id,
+                session_epoch=session_request.epoch,
+                topics=list(by_topic.items()),
+                forgotten=list(forgotten.items()),
+            ),
         )
         named = [
             TopicPartition(str(topic.topic), int(p.partition_index))
