@@ -157,6 +157,23 @@ class CachedPartition:
         self.log_start_offset = answer.log_start_offset
 
 
+@dataclass(slots=True)
+class QuietPartitions:
+    """A follower's session on its leader: the partitions its last reads found caught up
+    (fetch offset = the leader's log end, no error), read when the leader's change counter
+    stood at `seq`. While a partition is not named by the request and has not changed
+    since `seq` (no append, HW, log start or leadership change), its read would give the
+    same empty answer: the leader answers it from the session (the handler's business,
+    `trafka.node.handlers.fetch`); every `ReplicaManager.quiet_walk_ms` it reads them all,
+    which refreshes the follower's caught-up time (replica.lag.time.max.ms)."""
+
+    keys: set[PartitionKey]
+    seq: int
+    leadership_epoch: int
+    """`ReplicaManager.leadership_epoch` at the reads (a leadership change voids all)."""
+    walked_all_ms: int
+
+
 @dataclass(slots=True, eq=False)
 class FetchSession:
     session_id: int
@@ -172,6 +189,7 @@ class FetchSession:
     """The size the cache accounted for at the last touch (-1: not in the cache)."""
     evictable_by_all: bool = False
     evictable_by_privileged: bool = False
+    quiet: QuietPartitions | None = None
 
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.session_id)
@@ -197,6 +215,8 @@ class FetchContext:
     session: FetchSession | None = None
     expected_epoch: int = 0
     """INCREMENTAL: the session's epoch once this request has been taken."""
+    named: frozenset[PartitionKey] = frozenset()
+    """INCREMENTAL: the partitions the request names (added or changed since the last)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +358,7 @@ class FetchSessionCache:
             uses_topic_ids,
             session=session,
             expected_epoch=session.epoch,
+            named=frozenset(key for key, _ in fetch_data),
         )
 
     @staticmethod

@@ -81,6 +81,7 @@ from trafka.node.fetch_sessions import (
     FetchContext,
     PartitionKey,
     PartitionRequest,
+    QuietPartitions,
     TopicKey,
 )
 from trafka.node.handlers.context import RequestContext
@@ -158,8 +159,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     try:
-        reads = await _read_all(
-            ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
+        reads = await _first_reads(
+            ctx, context, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
         )
         # The first read pass is the request's only side effect (a follower's fetch offset
         # moves the HW); what follows is waiting, which must not hold back the connection.
@@ -384,6 +385,91 @@ def _positions(
     return positions
 
 
+async def _first_reads(
+    ctx: RequestContext,
+    context: FetchContext,
+    wanted: list[Wanted],
+    max_bytes: int,
+    isolation_level: int,
+    replica_id: int,
+    readable: set[str] | None,
+    client_rack: str | None,
+) -> list[ReadResult]:
+    """The request's first read pass. A follower's incremental Fetch reads only the
+    partitions it names, those that changed since its last reads and those that were not
+    caught up; the others answer from its session what a read would
+    (`fetch_sessions.QuietPartitions`), and are all read every `quiet_walk_ms`."""
+    session = context.session
+    if replica_id < 0 or context.kind is not ContextKind.INCREMENTAL or session is None:
+        return await _read_all(
+            ctx, wanted, max_bytes, isolation_level, replica_id, readable, client_rack
+        )
+    replicas = ctx.services.replicas
+    now_ms = _now_ms()
+    seq, leadership_epoch = replicas.change_seq, replicas.leadership_epoch
+    quiet = session.quiet
+    if (
+        quiet is not None
+        and quiet.leadership_epoch == leadership_epoch
+        and now_ms - quiet.walked_all_ms < replicas.quiet_walk_ms
+    ):
+        reads = _quiet_answers(context, wanted, quiet, replicas.changed_since)
+        to_read = [index for index, read in enumerate(reads) if read is None]
+    else:
+        quiet = session.quiet = QuietPartitions(set(), seq, leadership_epoch, now_ms)
+        reads = [None] * len(wanted)
+        to_read = list(range(len(wanted)))
+    caught_up: list[int] = []
+    fresh = await _read_all(
+        ctx,
+        [wanted[index] for index in to_read],
+        max_bytes,
+        isolation_level,
+        replica_id,
+        readable,
+        client_rack,
+        caught_up=caught_up,
+    )
+    for index in to_read:
+        quiet.keys.discard(context.partitions[index][0])
+    for position in caught_up:
+        quiet.keys.add(context.partitions[to_read[position]][0])
+    quiet.seq = seq
+    for index, result in zip(to_read, fresh, strict=True):
+        reads[index] = result
+    return [read for read in reads if read is not None]
+
+
+def _quiet_answers(
+    context: FetchContext,
+    wanted: list[Wanted],
+    quiet: QuietPartitions,
+    changed_since: Callable[[str, int, int], bool],
+) -> list[ReadResult | None]:
+    """Per partition: its answer from the session when it is quiet (caught up at the last
+    read, not named, unchanged since), else None (to read)."""
+    cached = context.session.partitions if context.session is not None else {}
+    answers: list[ReadResult | None] = []
+    for (key, _), (topic, partition, *_) in zip(context.partitions, wanted, strict=True):
+        entry = cached.get(key)
+        if (
+            topic is None
+            or entry is None
+            or entry.high_watermark < 0
+            or key not in quiet.keys
+            or key in context.named
+            or changed_since(topic, partition, quiet.seq)
+        ):
+            answers.append(None)
+        else:
+            answers.append(
+                ReadResult(
+                    0, entry.high_watermark, entry.last_stable_offset, entry.log_start_offset
+                )
+            )
+    return answers
+
+
 async def _read_changed(
     ctx: RequestContext,
     wanted: list[Wanted],
@@ -441,23 +527,29 @@ async def _read_all(
     client_rack: str | None = None,
     *,
     first_pass: bool = True,
+    caught_up: list[int] | None = None,
 ) -> list[ReadResult]:
     """Read every wanted partition; only the request's first pass records a follower's
-    fetch offsets (its LEO, the HW, the ISR)."""
+    fetch offsets (its LEO, the HW, the ISR). `caught_up` collects the positions of the
+    partitions where the follower is at the log end."""
     replica_manager = ctx.services.replicas
-    caught_up = replica_manager.read_caught_up if replica_id >= 0 and first_pass else None
+    read_caught_up = replica_manager.read_caught_up if replica_id >= 0 and first_pass else None
     remaining = max_bytes
     results: list[ReadResult] = []
     first_data = True
     loop_slice = LoopSlice()  # thousands of partitions: the loop is not held
-    for topic, partition, fetch_offset, partition_max_bytes, leader_epoch in wanted:
+    for index, (topic, partition, fetch_offset, partition_max_bytes, leader_epoch) in enumerate(
+        wanted
+    ):
         await loop_slice.tick()
         if topic is None:  # a topic id this node does not know (v13+)
             results.append(ReadResult(int(ErrorCode.unknown_topic_id)))
             continue
-        if caught_up is not None:
-            result = caught_up(topic, partition, fetch_offset, leader_epoch, replica_id)
+        if read_caught_up is not None:
+            result = read_caught_up(topic, partition, fetch_offset, leader_epoch, replica_id)
             if result is not None:
+                if caught_up is not None:
+                    caught_up.append(index)
                 results.append(result)
                 continue
         if readable is not None and topic not in readable:

@@ -280,6 +280,11 @@ class ReplicaManager:
         """Waiting for an append: followers' fetches (they replicate up to the log end and
         learn a HW move with their next records or at their fetch's deadline, as Kafka's
         DelayedFetch completes a follower's fetch on bytes only)."""
+        self.change_seq = 0
+        """Counts the changes a caught-up follower's read would see (`changed_since`)."""
+        self._changed_at: dict[Key, int] = {}
+        self.leadership_epoch = 0
+        """Counts leadership changes here (LeaderAndIsr, StopReplica): any answer may change."""
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._store = store
         self._isr_writes = isr_writes
@@ -393,6 +398,7 @@ class ReplicaManager:
                 self.fetchers.remove(tp)
             if delete:
                 self.leader_epochs.pop(tp, None)
+                self._changed_at.pop((topic, partition), None)
                 self._log_manager.delete(topic, partition)
         self._wake_fetches()
 
@@ -604,6 +610,8 @@ class ReplicaManager:
 
     def _wake_partition(self, topic: str, partition: int, *, appended: bool = False) -> None:
         key = (topic, partition)
+        self.change_seq += 1
+        self._changed_at[key] = self.change_seq
         watches = self._watchers.pop(key, None)
         if watches:
             for watch in watches:
@@ -616,6 +624,8 @@ class ReplicaManager:
 
     def _wake_fetches(self) -> None:
         """Leadership changed: every watcher checks again (rare: LeaderAndIsr, StopReplica)."""
+        self.change_seq += 1
+        self.leadership_epoch += 1
         for watchers in (self._watchers, self._log_end_watchers):
             for watches in watchers.values():
                 for watch in watches:
@@ -989,6 +999,20 @@ class ReplicaManager:
             0, int(log.high_watermark), int(log.last_stable_offset), int(log.log_start_offset)
         )
 
+    def changed_since(self, topic: str, partition: int, seq: int) -> bool:
+        """Has the partition's answer to a caught-up follower changed since `change_seq`
+        was `seq` (an append, a HW move, a DeleteRecords; leadership changes move
+        `leadership_epoch` instead)? Retention moving the log start offset on the
+        maintenance thread is not counted: followers learn it within `quiet_walk_ms`."""
+        return self._changed_at.get((topic, partition), 0) > seq
+
+    @property
+    def quiet_walk_ms(self) -> int:
+        """How often a follower's quiet partitions are read anyway (`QuietPartitions`):
+        often enough that its caught-up time never lapses (a fifth of
+        replica.lag.time.max.ms), at most every second."""
+        return min(1000, self.replica_lag_time_max_ms // 5)
+
     def _preferred_read_replica(
         self, topic: str, partition: int, client_rack: str, fetch_offset: int, log_end: int
     ) -> int | None:
@@ -1159,6 +1183,8 @@ class ReplicaManager:
             log.delete_records_before(target)
         except Exception as error:
             return _error_for(error)[0], -1
+        self.change_seq += 1
+        self._changed_at[(topic, partition)] = self.change_seq
         return 0, int(log.log_start_offset)
 
     def delete_partition_logs(self, topic: str, partitions: list[int]) -> None:
