@@ -4,21 +4,16 @@ the follower's offset (`record_follower_fetch`)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from trafka.log.config import LogConfig
+from tests.node.replication.leaders import leading
 from trafka.log.records import NewRecord, build_batch
-from trafka.node.controller.isr_writes import TreeIsrWrites
-from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
-from trafka.node.topics import TopicManager
 
 NOW = 1_700_000_000_000
 TOPIC = "parked"
@@ -32,26 +27,7 @@ async def store() -> AsyncIterator[MetadataStore]:
 
 async def _leader(tmp_path: Path, store: MetadataStore) -> ReplicaManager:
     """Node 1 leads `parked-0` (epoch 1), replicas and ISR (1, 2)."""
-    topics = TopicManager(
-        store,
-        node_id=1,
-        live_brokers=lambda: [1, 2],
-        validate_configs=lambda _configs: None,
-        rng=random.Random(1),
-    )
-    await topics.create(TOPIC, {0: [1, 2]}, {})
-    logs = LocalLogs([tmp_path / "logs"], LogConfig(), now_ms=NOW, node_id=1, cluster_id="c")
-    manager = ReplicaManager(
-        node_id=1,
-        topics=topics,
-        log_manager=logs,
-        log_config_for=lambda _topic: LogConfig(),
-        store=store,
-        isr_writes=TreeIsrWrites(store),
-        clock=SimpleNamespace(now_ms=lambda: NOW),
-    )
-    manager.apply_leader_and_isr([PartitionStateUpdate(TOPIC, 0, 1, 1, 1, (1, 2), 0, (1, 2))])
-    return manager
+    return await leading(tmp_path, store, TOPIC)
 
 
 def _append(manager: ReplicaManager, count: int = 1) -> None:

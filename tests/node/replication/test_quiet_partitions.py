@@ -20,17 +20,14 @@ from kio.schema.fetch.v12 import request as fetch12
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
 
-from trafka.log.config import LogConfig
+from tests.node.replication.leaders import leading
 from trafka.log.records import NewRecord, build_batch
 from trafka.net import codec
 from trafka.net.server import RequestTurn
-from trafka.node.controller.isr_writes import TreeIsrWrites
 from trafka.node.fetch_sessions import FetchSessionCache
 from trafka.node.handlers import fetch
-from trafka.node.local_logs import LocalLogs
 from trafka.node.metadata_store import MetadataStore, memory_store
 from trafka.node.replication.replica_manager import PartitionStateUpdate, ReplicaManager
-from trafka.node.topics import TopicManager
 
 NOW = 1_700_000_000_000
 TOPIC = "quiet"
@@ -107,29 +104,7 @@ class _Leader:
 
 
 async def _leader(tmp_path: Path, store: MetadataStore) -> _Leader:
-    topics = TopicManager(
-        store,
-        node_id=1,
-        live_brokers=lambda: [1, 2],
-        validate_configs=lambda _configs: None,
-        rng=random.Random(1),
-    )
-    await topics.create(TOPIC, {p: [1, 2] for p in range(3)}, {})
-    logs = LocalLogs([tmp_path / "logs"], LogConfig(), now_ms=NOW, node_id=1, cluster_id="c")
-    manager = ReplicaManager(
-        node_id=1,
-        topics=topics,
-        log_manager=logs,
-        log_config_for=lambda _topic: LogConfig(),
-        store=store,
-        isr_writes=TreeIsrWrites(store),
-        clock=SimpleNamespace(now_ms=lambda: NOW),
-        replica_lag_time_max_ms=LAG_MS,
-    )
-    manager.apply_leader_and_isr(
-        [PartitionStateUpdate(TOPIC, p, 1, 1, 1, (1, 2), 0, (1, 2)) for p in range(3)]
-    )
-    return _Leader(manager)
+    return _Leader(await leading(tmp_path, store, TOPIC, 3, replica_lag_time_max_ms=LAG_MS))
 
 
 def _append(manager: ReplicaManager, partition: int) -> None:
