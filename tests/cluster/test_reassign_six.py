@@ -509,5 +509,10 @@ async def test_reassignment_completes_after_the_controller_is_killed(
         timeout_s=60,
         what=f"the restarted broker {controller} deleted its stray {topic}-0",
     )
-    assert _dir_names(six, controller) == kept
+    # The stray is renamed `<dir>.<uuid>-delete` at once and removed by a background thread.
+    wait_until(
+        lambda: _dir_names(six, controller) == kept,
+        timeout_s=30,
+        what=f"broker {controller}'s renamed {topic}-0 removed, everything else kept",
+    )
     print(f"\nkilled controller {controller} (epoch {epoch}) after state {killed_at}:\n{history}")
