@@ -378,3 +378,121 @@ def test_an_unfinished_future_dir_is_removed_at_start(tmp_path: Path) -> None:
     moving = reopened.get("moving", 0)
     assert moving is not None and moving.log_end_offset == 2
     reopened.close()
+
+
+# ---- logs created without waiting for the disk (LeaderAndIsr creating thousands) -----------
+
+
+def counting_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every os.fsync from now on is recorded (and still done)."""
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_a_durable_creation_writes_partition_metadata_before_returning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = manager([tmp_path / "a"])
+    fsyncs = counting_fsyncs(monkeypatch)
+    log = logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    # the metadata file's tmp and the directory (whose fsync also covers the segment files)
+    assert len(fsyncs) == 2
+    assert not log.creation_owed
+    assert (log.directory / "partition.metadata").exists()
+    logs.close()
+
+
+def test_a_creation_without_waiting_owes_its_fsyncs_to_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trafka.log.checkpoint import read_partition_metadata
+
+    logs = manager([tmp_path / "a"])
+    fsyncs = counting_fsyncs(monkeypatch)
+    created = [
+        logs.get_or_create("t", p, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", durable=False)
+        for p in range(3)
+    ]
+    assert fsyncs == []
+    assert all(log.creation_owed for log in created)
+    assert not any((log.directory / "partition.metadata").exists() for log in created)
+    logs.sync_created(created)
+    logs._background.finish()  # what the background thread has not done yet, done here
+    deadline = time.monotonic() + 10
+    while any(log.creation_owed for log in created) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(log.creation_owed for log in created)
+    assert len(fsyncs) == 6
+    for log in created:
+        assert read_partition_metadata(log.directory / "partition.metadata") == (
+            "AAAAAAAAAAAAAAAAAAAAAQ"
+        )
+    logs.close()
+
+
+def test_the_first_append_to_a_log_created_without_waiting_pays_its_fsyncs_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trafka.log.segment import LogSegment
+
+    logs = manager([tmp_path / "a"])
+    log = logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", durable=False)
+    seen: list[bool] = []
+    real_append = LogSegment.append
+
+    def append_(segment: LogSegment, *args: object, **kwargs: object) -> None:
+        seen.append((log.directory / "partition.metadata").exists() and not log.creation_owed)
+        real_append(segment, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "append", append_)
+    log.append_as_leader(build_batch([NewRecord(b"v")]), leader_epoch=0, now_ms=NOW)
+    assert seen == [True]
+    logs.close()
+
+
+def test_a_clean_close_pays_what_a_log_created_without_waiting_owes(tmp_path: Path) -> None:
+    from trafka.log.checkpoint import read_partition_metadata
+
+    logs = manager([tmp_path / "a"])
+    log = logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", durable=False)
+    directory = log.directory
+    logs.close()
+    assert read_partition_metadata(directory / "partition.metadata") == "AAAAAAAAAAAAAAAAAAAAAQ"
+    again = manager([tmp_path / "a"])
+    assert again.partitions() == [("t", 0)]
+    again.close()
+
+
+def test_a_log_deleted_before_its_background_sync_is_not_written_again(tmp_path: Path) -> None:
+    logs = manager([tmp_path / "a"])
+    log = logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", durable=False)
+    directory = log.directory
+    assert logs.delete("t", 0)
+    logs.sync_created([log])
+    logs._background.finish()
+    logs.close()
+    assert not directory.exists()
+    assert not list((tmp_path / "a").glob("t-0*"))
+
+
+def test_a_log_created_without_waiting_and_never_synced_loads_again(tmp_path: Path) -> None:
+    """A crash before the background sync: the directory may be there without its
+    `partition.metadata` (or not at all; the controller's next LeaderAndIsr creates it)."""
+    logs = manager([tmp_path / "a"])
+    logs.get_or_create("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", durable=False)
+    # no close and no sync: what a SIGKILL leaves (which also drops the dir's lock)
+    for fd in logs._lock_fds.values():
+        os.close(fd)
+    again = manager([tmp_path / "a"])
+    log = again.get("t", 0)
+    assert log is not None and log.log_end_offset == 0 and not log.creation_owed
+    assert not (log.directory / "partition.metadata").exists()
+    log.append_as_leader(build_batch([NewRecord(b"v")]), leader_epoch=0, now_ms=NOW)
+    again.close()

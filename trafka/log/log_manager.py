@@ -57,6 +57,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from trafka.log import cleaner
@@ -65,7 +66,6 @@ from trafka.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
-    PARTITION_METADATA,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
@@ -74,7 +74,6 @@ from trafka.log.checkpoint import (
     read_offset_checkpoint,
     write_meta_properties,
     write_offset_checkpoint,
-    write_partition_metadata,
 )
 from trafka.log.config import LogConfig
 from trafka.log.dir_move import FutureCopy
@@ -290,10 +289,13 @@ class LogManager:
         *,
         now_ms: int | None = None,
         topic_id: str | None = None,
+        durable: bool = True,
     ) -> PartitionLog:
         """The log of `topic`-`partition`, created in the least loaded online dir if new.
 
         `topic_id` (URL-safe base64 Uuid) is written to `partition.metadata` when given.
+        `durable=False`: a new log's fsyncs and `partition.metadata` are left owed
+        (`PartitionLog.sync_creation`: before its first append, or by `sync_created`).
         """
         with self._lock:
             key = (topic, partition)
@@ -313,15 +315,22 @@ class LogManager:
                     now_ms=self._now_ms if now_ms is None else now_ms,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                     background=self._background,
+                    durable_creation=durable,
+                    topic_id=topic_id,
                 )
-                if topic_id is not None:
-                    write_partition_metadata(log.directory / PARTITION_METADATA, topic_id)
             except (OSError, LogDirFailedError) as error:
                 self._take_offline(target, str(error))
                 raise LogDirFailedError(f"{target}: {error}") from error
             self._logs[key] = log
             self._dir_of[key] = target
             return log
+
+    def sync_created(self, logs: list[PartitionLog]) -> None:
+        """Pay, on the background thread, what logs created with `durable=False` owe the
+        disk (an append meanwhile pays its own log's first). A log whose sync fails stays
+        owed: its first append tries again and fails as any write to a failing dir does."""
+        if any(log.creation_owed for log in logs):
+            self._background.submit(partial(_sync_created, logs))
 
     def _least_loaded(self, online: list[Path]) -> Path:
         """The online dir holding the fewest logs (the first on a tie). A pass over every
@@ -394,6 +403,11 @@ class LogManager:
                 raise LogDirFailedError(f"{destination} is offline")
             if destination == source:
                 return None
+            try:
+                log.sync_creation()  # the copy must find the new log's partition.metadata
+            except OSError as error:
+                self._take_offline(source, str(error))
+                raise LogDirFailedError(f"{source}: {error}") from error
             future = destination / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
             copy = FutureCopy(log.directory, future, lambda: log.truncations)
             return DirMove(key, log, source, destination, copy)
@@ -641,6 +655,14 @@ class LogManager:
                     os.close(fd)
             self._lock_fds.clear()
             self._closed = True
+
+
+def _sync_created(logs: list[PartitionLog]) -> None:
+    for log in logs:
+        try:
+            log.sync_creation()
+        except OSError as error:
+            logger.warning("%s: fsync of the new log failed: %s", log.directory, error)
 
 
 def _fsync_path(path: Path) -> None:

@@ -35,6 +35,13 @@ indexes rebuilt, and a torn tail (partial batch, bad CRC, garbage, zeros) trunca
 keeping every complete batch before it; the dropped bytes and the reason are logged.
 Segments with missing or inconsistent indexes are rebuilt the same way.
 
+Creation: a new log's directory is fsynced (through `partition.metadata`'s atomic write when
+it has a topic id) before `open` returns, or, with `durable_creation=False` (a broker
+creating thousands of logs for one LeaderAndIsr), later: in the background, and always
+before its first append, at a clean close or a full truncation (`sync_creation`). A crash
+before then loses at most an empty log, which the controller's next LeaderAndIsr creates
+again, as Kafka's does.
+
 Not implemented: conversion of old-format produce requests (magic 0/1 appends are
 rejected with UnsupportedForMessageFormatError), tiered storage,
 `segment.jitter.ms` randomness (the configured jitter is applied as a fixed amount), and
@@ -56,7 +63,13 @@ from pathlib import Path
 
 from trafka.log import batch as batch_format
 from trafka.log.background import BackgroundWorker
-from trafka.log.checkpoint import fsync_dir, fsync_path, write_atomically
+from trafka.log.checkpoint import (
+    PARTITION_METADATA,
+    fsync_dir,
+    fsync_path,
+    write_atomically,
+    write_partition_metadata,
+)
 from trafka.log.config import INT_MAX, LogConfig
 from trafka.log.control import (
     ControlRecordType,
@@ -267,6 +280,14 @@ class PartitionLog:
         """Times the log was truncated (a -future copy of it cannot trust appended-only
         files across one: trafka.log.dir_move)."""
         self._io_guard = _OsErrorGuard(directory)
+        self._creation_owed = False
+        """Created without waiting for the disk (`open(durable_creation=False)`): the fsync
+        of the new directory's entries and `partition.metadata` are still owed, and are paid
+        by `sync_creation` before the first append, at a clean close, or in the background."""
+        self._owed_topic_id: str | None = None
+        self._creation_lock = threading.Lock()
+        """Serializes `sync_creation` (the appending thread against the background one);
+        never held by reads, so a background sync does not stall them."""
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager(
             directory, producer_id_expiration_ms=producer_id_expiration_ms
@@ -286,12 +307,19 @@ class PartitionLog:
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         background: BackgroundWorker | None = None,
+        durable_creation: bool = True,
+        topic_id: str | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) and recover the log in `directory`.
 
         `recovery_point` None means unknown: every segment is re-scanned.
         `had_clean_shutdown` skips the re-scan (segments with bad indexes are still rebuilt).
         `background`: where a roll's fsyncs run (None: on the appending thread).
+        `topic_id` (URL-safe base64 Uuid): written to `partition.metadata` of a new log.
+        `durable_creation=False`: a new log waits for no fsync here; what it owes (the
+        directory's fsync, `partition.metadata`) is written by `sync_creation`, which every
+        append runs first (Kafka's creation path, which flushes `partition.metadata` in
+        the background and before the first append, `UnifiedLog.maybeFlushMetadataFile`).
         """
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(
@@ -302,15 +330,45 @@ class PartitionLog:
             background=background,
         )
         try:
-            log._load(now_ms, recovery_point, log_start_offset, had_clean_shutdown)
+            created = log._load(now_ms, recovery_point, log_start_offset, had_clean_shutdown)
+            if created:
+                log._creation_owed = True
+                log._owed_topic_id = topic_id
+                if durable_creation:
+                    log.sync_creation()
+            elif topic_id is not None:
+                write_partition_metadata(directory / PARTITION_METADATA, topic_id)
         except OSError as error:
             log._close_abruptly()
             raise LogDirFailedError(f"{directory}: {error}") from error
         return log
 
+    def sync_creation(self) -> None:
+        """Pay what a log created with `durable_creation=False` owes the disk: its
+        `partition.metadata` (tmp file, fsync, rename, fsync of the directory) or the fsync
+        of the directory. Nothing when nothing is owed or the log is closed (deleted). An
+        OSError leaves it owed and propagates."""
+        if not self._creation_owed:
+            return
+        with self._creation_lock:
+            if not self._creation_owed or self._closed:
+                return
+            if self._owed_topic_id is not None:
+                write_partition_metadata(self.directory / PARTITION_METADATA, self._owed_topic_id)
+            else:
+                fsync_dir(self.directory)
+            self._creation_owed = False
+
+    @property
+    def creation_owed(self) -> bool:
+        """The log was created without its fsyncs and `sync_creation` has not run yet."""
+        return self._creation_owed
+
     def _load(
         self, now_ms: int, recovery_point: int | None, log_start_offset: int | None, clean: bool
-    ) -> None:
+    ) -> bool:
+        """Load the segments; True when the directory held none (a new log, whose first
+        segment is created here and whose directory the caller fsyncs)."""
         self._remove_leftovers()
         self._complete_swaps()
         base_offsets = self._segment_base_offsets()
@@ -331,10 +389,10 @@ class PartitionLog:
                     break
             else:
                 self._add_segment(segment)
-        if not self._segments:
+        created = not self._segments
+        if created:
             start = max(log_start_offset or 0, 0)
             segment = LogSegment.create(self.directory, start, self._config, now_ms=now_ms)
-            fsync_dir(self.directory)
             self._add_segment(segment)
         for segment in self._segments[:-1]:
             segment.make_inactive()
@@ -364,6 +422,7 @@ class PartitionLog:
                 segment.flush()
         self._recovery_point = self.log_end_offset
         self._high_watermark = self._log_start_offset
+        return created
 
     def _recover_segment(self, segment: LogSegment) -> bool:
         """Re-scan `segment`; feed its epochs to the cache; True if a tail was dropped."""
@@ -825,6 +884,8 @@ class PartitionLog:
         infos: list[EntryInfo],
         now_ms: int,
     ) -> None:
+        if self._creation_owed:
+            self.sync_creation()  # no data before the new log's directory is durable
         max_timestamp = max(info.max_timestamp for info in infos)
         segment = self._segments[-1]
         if segment.should_roll(
@@ -1081,6 +1142,8 @@ class PartitionLog:
             self._truncate_fully(offset, self._last_now_ms)
 
     def _truncate_fully(self, offset: int, now_ms: int) -> None:
+        if self._creation_owed:
+            self.sync_creation()
         self.truncations += 1
         self._remove_segments(list(self._segments), allow_all=True)
         segment = LogSegment.create(self.directory, offset, self._config, now_ms=now_ms)
@@ -1229,6 +1292,7 @@ class PartitionLog:
             if self._closed:
                 return
             try:
+                self.sync_creation()
                 self.producer_state.take_snapshot(self.log_end_offset)
                 for segment in self._segments:
                     segment.close()

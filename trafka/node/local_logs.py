@@ -75,7 +75,9 @@ class LocalLogs:
         *,
         config: LogConfig,
         topic_id: uuid.UUID | None = None,
+        durable: bool = True,
     ) -> PartitionLog:
+        """`durable=False`: see `LogManager.get_or_create`; `sync_created` pays it."""
         existing = self.manager.get(topic, partition)
         if existing is not None:
             return existing
@@ -84,9 +86,13 @@ class LocalLogs:
             partition,
             config,
             topic_id=None if topic_id is None or topic_id.int == 0 else topic_id_text(topic_id),
+            durable=durable,
         )
         partition_log.update_high_watermark(partition_log.log_end_offset)
         return partition_log
+
+    def sync_created(self, logs: list[PartitionLog]) -> None:
+        self.manager.sync_created(logs)
 
     def delete(self, topic: str, partition: int) -> None:
         self.manager.delete(topic, partition)

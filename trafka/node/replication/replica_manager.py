@@ -686,14 +686,23 @@ class ReplicaManager:
     def create_logs(self, partitions: list[tuple[str, int]]) -> None:
         """Create the logs of `partitions`; safe on a worker thread (the log manager has its
         lock). A failure is left to `apply_leader_and_isr`, which meets it again and answers
-        KAFKA_STORAGE_ERROR for that partition."""
+        KAFKA_STORAGE_ERROR for that partition.
+
+        The logs are created without waiting for their fsyncs (most of the time of a
+        LeaderAndIsr that creates thousands: issue 19's S2), which the log
+        manager's background thread then pays; each log pays its own before its first
+        append (`PartitionLog.sync_creation`), as Kafka flushes `partition.metadata`."""
+        created: list[PartitionLog] = []
         for topic, partition in partitions:
             try:
-                self.get_or_create_log(topic, partition)
+                created.append(self.get_or_create_log(topic, partition, durable=False))
             except Exception as error:
                 log_.debug("creating the log of %s-%d failed: %r", topic, partition, error)
+        self._log_manager.sync_created(created)
 
-    def get_or_create_log(self, topic: str, partition: int) -> PartitionLog:
+    def get_or_create_log(
+        self, topic: str, partition: int, *, durable: bool = True
+    ) -> PartitionLog:
         log = self._log_manager.get(topic, partition)
         if log is None:
             state = self._topics.get(topic)
@@ -702,6 +711,7 @@ class ReplicaManager:
                 partition,
                 config=self._log_config_for(topic),
                 topic_id=state.topic_id if state is not None else None,
+                durable=durable,
             )
         return log
 
