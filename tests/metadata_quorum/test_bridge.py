@@ -151,6 +151,25 @@ async def test_three_voters_in_process(tmp_path: Path) -> None:
         assert nodes[2].children_local("/t") == sorted(f"n{i}" for i in range(20))
 
 
+async def test_a_single_voter_leads_without_waiting_for_an_election_timeout(
+    tmp_path: Path,
+) -> None:
+    """Alone there is no vote to wait for (issue 19's T1): with a 5 s election timeout
+    (randomized in [5, 10] s) the voter must lead and commit well before it, on a first
+    start and on a restart from its journal."""
+    (port,) = free_ports(1)
+    config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=5000)
+    for _ in range(2):
+        started = trio.current_time()
+        async with open_metadata_quorum(config) as quorum:
+            with trio.fail_after(4):
+                await quorum.wait_ready()
+                await quorum.create_recursive("/started")
+                await quorum.create("/started/", b"", sequential=True)
+            assert quorum.status().is_leader
+        assert trio.current_time() - started < 4
+
+
 async def test_snapshot_then_restart_keeps_the_tree(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     config = make_config(1, (Voter(1, "127.0.0.1", port),), tmp_path, election_timeout_ms=100)

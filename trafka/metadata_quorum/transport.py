@@ -188,6 +188,11 @@ class RaftTransport:
                 consumers=[self._consumer],
                 transportClass=transport_class,
             )
+        if self._single_voter:
+            # Alone there is no vote to wait for: stand at the first tick, not after an
+            # election timeout (1-2 s of every one-node start, issue 19's T1). Kafka's sole
+            # voter also elects itself at once.
+            self._syncobj._SyncObj__raftElectionDeadline = 0.0
         self._syncobj.addOnTickCallback(self._on_tick)
 
     # -- writes and reads --------------------------------------------------------------
