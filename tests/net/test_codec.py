@@ -263,9 +263,14 @@ def test_api_versions_v0_error_body_layout() -> None:
     ]
 
 
-def test_supported_apis_rejects_versions_without_schema() -> None:
-    with pytest.raises(ValueError, match="no message schema"):
-        protocol.SupportedApis([protocol.ApiVersionRange(1, 0, 11)])  # Fetch v0-3 undeclared
+def test_supported_apis_names_versions_without_schema() -> None:
+    fetch = protocol.SupportedApis([protocol.ApiVersionRange(1, 0, 11)])  # v0-3 undeclared
+    assert fetch.missing_schemas() == ["Fetch v0", "Fetch v1", "Fetch v2", "Fetch v3"]
+    assert protocol.SupportedApis([protocol.ApiVersionRange(1, 4, 11)]).missing_schemas() == []
+    with pytest.raises(ValueError, match="twice"):
+        protocol.SupportedApis(
+            [protocol.ApiVersionRange(1, 4, 5), protocol.ApiVersionRange(1, 6, 7)]
+        )
     with pytest.raises(ValueError):
         protocol.ApiVersionRange(0, 5, 3)
 

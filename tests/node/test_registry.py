@@ -33,6 +33,8 @@ def test_advertised_ranges_have_schemas_and_look_like_kafka_3() -> None:
     )
     assert len(supported) == len(registry.handlers())
     assert list(registry.supported_apis()) == list(supported)
+    # every version a node accepts can be decoded and answered (not checked at start-up)
+    assert supported.missing_schemas() == []
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
