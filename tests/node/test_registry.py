@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import trio
 
 from trafka.net import codec, protocol
 from trafka.net.kio_shape import build, response_class
@@ -110,3 +113,31 @@ def test_protocol_md_lists_every_advertised_range() -> None:
     for key, shown in rows.items():
         if key not in advertised and key not in (4, 5, 6, 7):  # controller channel: ours
             assert shown == "not implemented", (key, shown)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_the_api_versions_handler_answers_every_handshake_with_the_same_bytes(
+    version: int,
+) -> None:
+    """The answer is encoded once per version and registry generation (issue 19's S2)."""
+    from types import SimpleNamespace
+
+    from trafka.net.server import EncodedResponse
+    from trafka.node.handlers import api_versions
+
+    registry = load_all()
+    request = codec.request_class(18, version)
+    assert request is not None
+    request_object = build(request, {"client_software_name": "t", "client_software_version": "1"})
+    ctx: Any = SimpleNamespace(api_version=version)
+    first = trio.run(api_versions.handle, ctx, request_object)
+    assert isinstance(first, EncodedResponse)
+    assert trio.run(api_versions.handle, ctx, request_object) is first
+    decoded = codec.decode_response(18, version, b"".join(bytes(c) for c in first.chunks))
+    assert [(int(a.api_key), a.min_version, a.max_version) for a in decoded.api_keys] == [
+        (k, lo, hi) for k, lo, hi in registry.supported_versions()
+    ]
+    # a handler added (again) to the table: the answer is derived again
+    registry.add(registry.handlers()[0])
+    again = trio.run(api_versions.handle, ctx, request_object)
+    assert again is not first and again.chunks == first.chunks

@@ -59,6 +59,9 @@ class HandlerRegistry:
 
     def __init__(self) -> None:
         self._handlers: dict[int, ApiHandler] = {}
+        self.generation = 0
+        """Bumped by every `add`: what is derived from the table (ApiVersions' answer) is
+        derived again."""
 
     def add(self, handler: ApiHandler) -> None:
         existing = self._handlers.get(handler.api_key)
@@ -69,6 +72,7 @@ class HandlerRegistry:
         if not 0 <= handler.min_version <= handler.max_version:
             raise AssertionError(f"bad version range for {handler.name}")
         self._handlers[handler.api_key] = handler
+        self.generation += 1
 
     def get(self, api_key: int) -> ApiHandler | None:
         return self._handlers.get(api_key)
