@@ -882,8 +882,11 @@ def java_produce(
     return rate
 
 
-def java_consume(jars: Path, nice: int, bootstrap: str, topic: str, messages: int) -> float:
-    """ConsumerPerformance: msgs/s (its nMsg.sec column)."""
+def java_consume(
+    jars: Path, nice: int, bootstrap: str, topic: str, messages: int
+) -> dict[str, float]:
+    """ConsumerPerformance's columns: nMsg.sec (msgs/s over the whole run, the group join
+    included), rebalance.time.ms (the join) and fetch.nMsg.sec (msgs/s after the join)."""
     out, command = java_tool(
         jars,
         nice,
@@ -903,7 +906,10 @@ def java_consume(jars: Path, nice: int, bootstrap: str, topic: str, messages: in
     lines = [line for line in out.splitlines() if line.strip()]
     header = [h.strip() for h in lines[-2].split(",")]
     values = [v.strip() for v in lines[-1].split(",")]
-    return float(values[header.index("nMsg.sec")])
+    return {
+        column: float(values[header.index(column)])
+        for column in ("nMsg.sec", "rebalance.time.ms", "fetch.nMsg.sec")
+    }
 
 
 COMMANDS: set[str] = set()
@@ -1372,8 +1378,25 @@ def measure_shape(
                 )[0]["rate"]
                 report.add("C1", "python consumer", "msgs/s", target_name, rate)
                 if jars is not None:
-                    rate = java_consume(jars, nice, bootstrap, "p1", sizes["messages"])
-                    report.add("C1", "ConsumerPerformance", "msgs/s", target_name, rate)
+                    columns = java_consume(jars, nice, bootstrap, "p1", sizes["messages"])
+                    report.add(
+                        "C1", "ConsumerPerformance", "msgs/s", target_name, columns["nMsg.sec"]
+                    )
+                    report.add(
+                        "C1",
+                        "ConsumerPerformance after its join (fetch.nMsg.sec)",
+                        "msgs/s",
+                        target_name,
+                        columns["fetch.nMsg.sec"],
+                    )
+                    report.add(
+                        "C1",
+                        "ConsumerPerformance group join (rebalance.time.ms)",
+                        "ms",
+                        target_name,
+                        columns["rebalance.time.ms"],
+                        lower=True,
+                    )
         else:
             if "P2" in goals:
                 create_topic(bootstrap, "p2", 1, 3, {"min.insync.replicas": "2"})

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
+from trafka.net import framing
 from trafka.net.framing import FrameReader
 from trafka.net.server import (
     DEFAULT_MAX_CONNECTIONS,
@@ -228,3 +230,53 @@ async def test_an_idle_connection_holds_a_small_buffer_that_grows_for_larger_fra
     assert [bytes(f) for f in frames if f is not None] == payloads
     left.close()
     right.close()
+
+
+def _held_by_readers() -> int:
+    """Bytes allocated by trafka.net.framing and still alive (tracemalloc running)."""
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(True, framing.__file__)]
+    )
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
+async def test_a_reader_holds_a_buffer_only_while_bytes_are_pending() -> None:
+    pairs = [trio.socket.socketpair() for _ in range(50)]
+    payload = struct.pack(">hhi", 3, 1, 7) + b"abcd"
+    frame = struct.pack(">i", len(payload)) + payload
+    frames: list[bytes] = []
+
+    async def read_three(reader: FrameReader) -> None:
+        for _ in range(3):
+            got = await reader.next_frame()
+            assert got is not None
+            frames.append(bytes(got))
+
+    tracemalloc.start()
+    try:
+        readers = [FrameReader(left) for left, _ in pairs]
+        async with trio.open_nursery() as nursery:
+            for reader in readers:
+                nursery.start_soon(read_three, reader)
+            await trio.testing.wait_all_tasks_blocked()
+            waiting = _held_by_readers()  # 50 readers waiting for a first frame
+            for _, right in pairs:  # a frame and the first 6 bytes of the next
+                await right.send(frame + frame[:6])
+            await trio.testing.wait_all_tasks_blocked()
+            pending = _held_by_readers()
+            for _, right in pairs:
+                await right.send(frame[6:])
+            await trio.testing.wait_all_tasks_blocked()
+            between = _held_by_readers()  # two frames read, waiting for the third
+            for _, right in pairs:
+                await right.send(frame)
+    finally:
+        tracemalloc.stop()
+    # what a waiting reader holds is its coroutines (~1 KiB), not a 4 KiB buffer
+    assert waiting < 50 * 2048, f"{waiting} bytes held by 50 readers waiting for a frame"
+    assert pending >= 50 * 4096, f"{pending} bytes: the unfinished frames' buffers"
+    assert between < 50 * 2048, f"{between} bytes held by 50 readers between frames"
+    assert frames == [payload] * 150
+    for left, right in pairs:
+        left.close()
+        right.close()

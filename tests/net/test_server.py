@@ -224,6 +224,50 @@ async def test_idle_connection_is_closed(start_server: StartServer, connect: Con
     assert trio.current_time() - start >= 0.1
 
 
+async def test_idle_expiry_spares_busy_and_active_connections_and_closes_each_on_time(
+    start_server: StartServer, connect: Connect
+) -> None:
+    """One sweep for the whole server: a request handled for longer than the idle time
+    keeps its connection open until answered; a client sending requests more often than
+    the idle time keeps its own; each is closed once it has been idle that long."""
+    _, broker = await start_server(ServerConfig(connections_max_idle_ms=300))
+    busy = await connect(broker.port)
+    active = await connect(broker.port)
+    quiet = await connect(broker.port)
+    start = trio.current_time()
+    closed: dict[str, float] = {}
+
+    async def wait_busy() -> None:
+        await busy.send(request_frame(produce_v3("slow-700"), 1))
+        frame = await busy.read_frame()  # answered after 700 ms, not closed at 300 ms
+        assert frame is not None and headers.parse_response_header(frame, 0)[0] == 1
+        closed["busy answered"] = trio.current_time() - start
+        await busy.assert_closed_by_server(timeout_s=3)
+        closed["busy"] = trio.current_time() - start
+
+    async def keep_active() -> None:
+        for correlation_id in range(6):  # 0.9 s of requests 150 ms apart
+            await active.send(request_frame(ApiVersionsRequestV0(), correlation_id))
+            assert await active.read_frame() is not None
+            await trio.sleep(0.15)
+        closed["active last request"] = trio.current_time() - start
+        await active.assert_closed_by_server(timeout_s=3)
+        closed["active"] = trio.current_time() - start
+
+    async def wait_quiet() -> None:
+        await quiet.assert_closed_by_server(timeout_s=3)
+        closed["quiet"] = trio.current_time() - start
+
+    async with trio.open_nursery() as nursery:
+        for task in (wait_busy, keep_active, wait_quiet):
+            nursery.start_soon(task)
+    assert 0.25 <= closed["quiet"] < 0.6, closed
+    assert closed["busy answered"] >= 0.65, closed
+    assert closed["busy"] - closed["busy answered"] >= 0.25, closed
+    assert closed["active"] - closed["active last request"] >= 0.1, closed
+    assert closed["active"] > 0.9, closed
+
+
 async def test_per_ip_connection_limit(start_server: StartServer, connect: Connect) -> None:
     server, broker = await start_server(ServerConfig(max_connections_per_ip=2))
     first = await connect(broker.port)

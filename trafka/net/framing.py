@@ -37,6 +37,10 @@ _MIN_LARGE_FRAME_BYTES: Final = 64 * 1024
 _INITIAL_BUFFER_BYTES: Final = 4 * 1024
 """A connection's receive buffer starts this small and grows (to `receive_buffer_bytes`)
 when a frame needs it: 1,000 idle connections held 64 MiB of zeroed buffers (S2, issue 19)."""
+_NO_BUFFER: Final = bytearray()
+"""What a plain socket's reader holds while it waits with no bytes pending: nothing (never
+written: `_make_room` allocates first)."""
+_NO_VIEW: Final = memoryview(_NO_BUFFER)
 _MAPPED_FRAME_BYTES: Final = 1024 * 1024
 """Frames of this size and more are read into an anonymous mapping of their whole size."""
 
@@ -78,9 +82,24 @@ def chunks_size(chunks: Sequence[Chunk]) -> int:
 
 class FrameReader:
     """Reads size-prefixed frames from a trio socket into a buffer that starts small and
-    grows to `receive_buffer_bytes` when a frame needs it (larger frames get their own)."""
+    grows to `receive_buffer_bytes` when a frame needs it (larger frames get their own).
 
-    __slots__ = ("_buffer", "_capacity", "_end", "_limit", "_plain", "_socket", "_start", "_view")
+    On a plain socket the buffer is held only while bytes are there to read or pending: a
+    reader that finds the socket empty between frames lets its buffer go before it waits,
+    and allocates one of the same size when the socket is readable (idle connections hold
+    none; S2, issue 19)."""
+
+    __slots__ = (
+        "_buffer",
+        "_capacity",
+        "_end",
+        "_limit",
+        "_plain",
+        "_size",
+        "_socket",
+        "_start",
+        "_view",
+    )
 
     def __init__(
         self,
@@ -95,25 +114,45 @@ class FrameReader:
         self._plain = is_plain(socket)
         self._limit = max_frame_bytes
         self._capacity = receive_buffer_bytes
-        self._buffer = bytearray(min(receive_buffer_bytes, _INITIAL_BUFFER_BYTES))
-        self._view = memoryview(self._buffer)
+        self._size = min(receive_buffer_bytes, _INITIAL_BUFFER_BYTES)
+        """The size of the buffer to allocate when the reader holds none."""
+        self._buffer = _NO_BUFFER
+        self._view = _NO_VIEW
         self._start = 0
         self._end = 0
 
-    async def _receive(self) -> int:
-        """Receive into the free tail of the buffer (compacting first if needed)."""
-        if self._end == len(self._buffer):
+    def _make_room(self) -> None:
+        """A buffer with a free tail: allocated if none is held, compacted if full."""
+        if self._buffer is _NO_BUFFER:
+            self._buffer = bytearray(self._size)
+            self._view = memoryview(self._buffer)
+            self._start = self._end = 0
+        elif self._end == len(self._buffer):
             pending = self._end - self._start
             self._buffer[:pending] = self._view[self._start : self._end]
             self._start, self._end = 0, pending
-        view = self._view[self._end :]
-        received: int = (
-            await receive_now(self._socket, view)
-            if self._plain
-            else await self._socket.recv_into(view)
-        )
-        self._end += received
-        return received
+
+    async def _receive(self) -> int:
+        """Receive into the free tail of the buffer; only waiting is a checkpoint on a plain
+        socket (`receive_now`), and a wait with nothing pending holds no buffer."""
+        if not self._plain:
+            self._make_room()
+            received: int = await self._socket.recv_into(self._view[self._end :])
+            self._end += received
+            return received
+        while True:
+            self._make_room()
+            try:
+                received = os.readv(_descriptor(self._socket), (self._view[self._end :],))
+            except BlockingIOError:
+                if self._start == self._end:
+                    self._size = len(self._buffer)
+                    self._buffer = _NO_BUFFER
+                    self._view = _NO_VIEW
+                await trio.lowlevel.wait_readable(self._socket)
+                continue
+            self._end += received
+            return received
 
     async def next_frame(
         self,

@@ -443,14 +443,13 @@ class _Connection:
             self.in_flight_bytes = 0
 
     def close_soon(self) -> None:
-        """Close this connection (the broker is over max.connections)."""
+        """Close this connection (idle too long, or the broker is over max.connections)."""
         self.cancel_scope.cancel()
 
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             self.cancel_scope = nursery.cancel_scope
             nursery.start_soon(self._write_loop, nursery.cancel_scope)
-            nursery.start_soon(self._idle_watchdog, nursery.cancel_scope)
             try:
                 await self._read_loop(nursery)
             except (FrameError, headers.MalformedHeader, _CloseConnection) as error:
@@ -731,21 +730,6 @@ class _Connection:
             )
             pending.context = pending.response = None
 
-    async def _idle_watchdog(self, cancel_scope: trio.CancelScope) -> None:
-        """Close the connection after `connections.max.idle.ms` without a complete request
-        read or a response written, when nothing is in flight (a partial frame counts as
-        idle) or when a response has been waiting that long for the peer to read it (Kafka
-        mutes such a channel and expires it)."""
-        idle_s = self.server.config.connections_max_idle_ms / 1000
-        while True:
-            deadline = self.last_activity + idle_s
-            if trio.current_time() >= deadline and (self.in_flight == 0 or self.sending):
-                reason = "does not read its responses" if self.sending else "is idle"
-                log.info("closing connection from %s: it %s", self.describe(), reason)
-                cancel_scope.cancel()
-                return
-            await trio.sleep_until(max(deadline, trio.current_time() + idle_s / 10))
-
 
 class KafkaServer:
     """Serves the Kafka protocol on one or more listeners and calls `handler` per request."""
@@ -820,7 +804,34 @@ class KafkaServer:
                     nursery.start_soon(
                         self._accept_loop, socket_listener, listener.name, listener.security
                     )
+            nursery.start_soon(self._expire_idle)
             task_status.started(bound)
+
+    async def _expire_idle(self) -> None:
+        """Close every connection that has gone `connections.max.idle.ms` without a complete
+        request read or a response written, when nothing is in flight (a partial frame
+        counts as idle) or when a response has been waiting that long for the peer to read
+        it (Kafka mutes such a channel and expires it). One task for the whole server, not
+        one per connection: a connection waiting for its peer holds no task but its
+        reader's and writer's (S2, issue 19). A connection is closed at most a tenth of the
+        idle time after its deadline; the sweep runs at most ten times per idle time."""
+        while True:
+            idle_s = self.config.connections_max_idle_ms / 1000
+            now = trio.current_time()
+            wake = now + idle_s
+            for connection in tuple(self._live):
+                deadline = connection.last_activity + idle_s
+                if now < deadline:
+                    wake = min(wake, deadline)
+                elif connection.cancel_scope.cancel_called:
+                    continue  # closing already
+                elif connection.in_flight == 0 or connection.sending:
+                    reason = "does not read its responses" if connection.sending else "is idle"
+                    log.info("closing connection from %s: it %s", connection.describe(), reason)
+                    connection.close_soon()
+                else:
+                    wake = min(wake, now + idle_s / 10)  # a request is being handled
+            await trio.sleep_until(max(wake, now + idle_s / 10))
 
     async def _accept_loop(
         self,
