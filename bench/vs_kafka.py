@@ -28,7 +28,8 @@ Goals (the issue's names), each measured on both targets with the same load gene
   process (`python`) and Kafka's `ProducerPerformance` (`java`). P1x12: 12 partitions, 4
   producer processes (python) / 4 ProducerPerformance processes (java), started together.
 * C1: consume what P1 wrote from the log start: one confluent-kafka consumer process
-  (assign, no group) and `ConsumerPerformance`.
+  (assign, no group) and `ConsumerPerformance` (a group of one: its whole-run rate, and
+  apart its join time and its rate after the join).
 * P2: produce, 3 nodes, RF=3, acks=all, `min.insync.replicas=2`: python and java.
 * L1: end-to-end latency at 10,000 msgs/s, 3 nodes, RF=3, acks=all: a producer process
   paced at the rate writes `time.time()` into each value, a consumer process reads it back
