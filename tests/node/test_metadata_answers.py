@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -76,3 +77,25 @@ def test_entries_of_replaced_and_deleted_topics_do_not_pile_up() -> None:
             assert answers.encoded(3, live, topic, current) == _fresh(3, live, topic)
     held = len(answers._entries)
     assert held <= 4 * 50 + 64 + 1, held
+
+
+class _CountingTopics(dict[str, TopicState]):
+    """Every topic's current state, counting the lookups made of it."""
+
+    lookups = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.lookups += 1
+        return super().get(key, default)
+
+
+def test_many_versions_of_many_topics_do_not_make_each_entry_walk_the_others() -> None:
+    """13 versions x 200 topics, all current: dropping stale entries is amortized (the
+    entries are walked when they have doubled), not repeated at each new entry."""
+    answers = EncodedTopics()
+    live = frozenset({1, 2, 3})
+    current = _CountingTopics({f"t{n}": _topic(f"t{n}", 1) for n in range(200)})
+    for version in range(13):
+        for topic in current.values():
+            assert answers.encoded(version, live, topic, current) == _fresh(version, live, topic)
+    assert current.lookups <= 4 * 13 * 200, current.lookups

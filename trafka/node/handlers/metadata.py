@@ -33,7 +33,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -79,18 +79,24 @@ def topic_metadata(live: frozenset[int], topic: TopicState) -> dict[str, Any]:
     }
 
 
+_MIN_PRUNE_AT: Final = 64
+
+
 class EncodedTopics:
     """Each topic's encoded answer per Metadata version, kept while the topic's state (a
     `TopicState` is replaced, never changed, on every change) and the live brokers are the
     ones it was written from. A full Metadata of 10,000 partitions wrote them all for every
     request (44-65 ms, issue 19 S2); between changes it now copies bytes. Entries of topics
-    whose state has moved on are dropped when they outnumber the current ones."""
+    whose state has moved on are dropped when the entries have doubled since the last drop
+    (amortized: clients asking with many versions for many topics never make each new entry
+    walk all the others)."""
 
-    __slots__ = ("_entries", "_live")
+    __slots__ = ("_entries", "_live", "_prune_at")
 
     def __init__(self) -> None:
         self._live: frozenset[int] = frozenset()
         self._entries: dict[tuple[str, int], tuple[TopicState, bytes]] = {}
+        self._prune_at = _MIN_PRUNE_AT
 
     def encoded(
         self,
@@ -111,8 +117,9 @@ class EncodedTopics:
         out = bytearray()
         metadata_encoding.encode_topic(version, topic_metadata(live, topic), out)
         encoded = bytes(out)
-        if len(self._entries) >= 4 * len(current) + 64:
+        if len(self._entries) >= self._prune_at:
             self._entries = {k: e for k, e in self._entries.items() if current.get(k[0]) is e[0]}
+            self._prune_at = 2 * len(self._entries) + _MIN_PRUNE_AT
         self._entries[key] = (topic, encoded)
         return encoded
 
