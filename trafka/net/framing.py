@@ -133,8 +133,8 @@ class FrameReader:
             self._start, self._end = 0, pending
 
     async def _receive(self) -> int:
-        """Receive into the free tail of the buffer; only waiting is a checkpoint on a plain
-        socket (`receive_now`), and a wait with nothing pending holds no buffer."""
+        """Receive into the free tail of the buffer; on a plain socket only waiting is a
+        checkpoint (as `receive_now`), and a wait with nothing pending holds no buffer."""
         if not self._plain:
             self._make_room()
             received: int = await self._socket.recv_into(self._view[self._end :])
@@ -142,17 +142,15 @@ class FrameReader:
             return received
         while True:
             self._make_room()
-            try:
-                received = os.readv(_descriptor(self._socket), (self._view[self._end :],))
-            except BlockingIOError:
-                if self._start == self._end:
-                    self._size = len(self._buffer)
-                    self._buffer = _NO_BUFFER
-                    self._view = _NO_VIEW
-                await trio.lowlevel.wait_readable(self._socket)
-                continue
-            self._end += received
-            return received
+            ready = read_ready(self._socket, self._view[self._end :])
+            if ready is not None:
+                self._end += ready
+                return ready
+            if self._start == self._end:
+                self._size = len(self._buffer)
+                self._buffer = _NO_BUFFER
+                self._view = _NO_VIEW
+            await trio.lowlevel.wait_readable(self._socket)
 
     async def next_frame(
         self,
@@ -334,11 +332,18 @@ async def receive_now(socket: trio.socket.SocketType, view: memoryview) -> int:
     each a scheduling pass of latency for bytes already received. Here only waiting is a
     checkpoint, so callers that loop must checkpoint now and then themselves (the server's
     read loop does, every `CHECKPOINT_EVERY` frames)."""
-    while True:
-        try:
-            return os.readv(_descriptor(socket), (view,))
-        except BlockingIOError:
-            await trio.lowlevel.wait_readable(socket)
+    while (received := read_ready(socket, view)) is None:
+        await trio.lowlevel.wait_readable(socket)
+    return received
+
+
+def read_ready(socket: trio.socket.SocketType, view: memoryview) -> int | None:
+    """`readv` into `view` of what a plain trio socket holds (0: end of stream), without
+    waiting: None when nothing is there."""
+    try:
+        return os.readv(_descriptor(socket), (view,))
+    except BlockingIOError:
+        return None
 
 
 async def send_now(
