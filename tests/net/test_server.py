@@ -268,6 +268,23 @@ async def test_idle_expiry_spares_busy_and_active_connections_and_closes_each_on
     assert closed["active"] > 0.9, closed
 
 
+async def test_a_never_finished_request_is_closed_when_idle(
+    start_server: StartServer, connect: Connect
+) -> None:
+    """A frame's size and half its header, then nothing: the connection holds no request
+    in flight and is closed after the idle time, while another client is served."""
+    _, broker = await start_server(ServerConfig(connections_max_idle_ms=300))
+    stalled = await connect(broker.port)
+    frame = request_frame(metadata_v1(), 1)
+    start = trio.current_time()
+    await stalled.send(frame[:7])
+    other = await connect(broker.port)
+    await other.send(request_frame(metadata_v1(), 2))
+    assert await other.read_frame() is not None
+    await stalled.assert_closed_by_server(timeout_s=3)
+    assert trio.current_time() - start >= 0.25
+
+
 async def test_per_ip_connection_limit(start_server: StartServer, connect: Connect) -> None:
     server, broker = await start_server(ServerConfig(max_connections_per_ip=2))
     first = await connect(broker.port)
